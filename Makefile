@@ -1,0 +1,66 @@
+# Two commands for a fresh machine: `make test` and `make demo`. Everything else is a building block.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+COLLECTION_LINK := .build/collections/ansible_collections/pymotor/ascend
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PYTHONPATH := $(CURDIR)/.build/collections
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help test demo demo-down venv collection-link docker images unit lint sanity integration molecule clean
+
+help:
+	@echo "make test   install what is missing (venv, Docker engine, base images), run every test"
+	@echo "make demo   run the main job on the embedded default configuration"
+	@echo "parts: venv docker images unit lint sanity integration molecule clean"
+
+# The venv is rebuilt only when the pins change.
+$(VENV)/.installed: requirements.txt constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt -c constraints.txt
+	@touch $@
+
+venv: $(VENV)/.installed collection-link
+
+collection-link:
+	@mkdir -p $(dir $(COLLECTION_LINK))
+	@test -L $(COLLECTION_LINK) || ln -s ../../../.. $(COLLECTION_LINK)
+
+docker:
+	bash scripts/ensure_docker.sh
+
+images: docker
+	bash scripts/ensure_base_image.sh
+
+unit: venv
+	$(BIN)/pytest -q --import-mode=importlib tests/unit
+
+lint: venv
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint -q
+
+sanity: venv
+	bash scripts/run_sanity.sh
+
+integration: venv images
+	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration
+
+# molecule 26 finds a collection's scenarios under extensions/molecule/ (it ignores molecule/).
+molecule: venv images
+	@if ls extensions/molecule/*/molecule.yml >/dev/null 2>&1; then \
+	  cd extensions && for s in $$(ls -d molecule/*/ | xargs -n1 basename | grep -v '^default$$'); do \
+	    ../$(BIN)/molecule test -s $$s || exit 1; done; \
+	else echo "no molecule scenarios yet"; fi
+
+test: venv images unit lint sanity integration molecule
+	@echo "make test: all parts passed"
+
+demo: venv
+	bash scripts/demo.sh
+
+clean:
+	rm -rf .build tests/output
