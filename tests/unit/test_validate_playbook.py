@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Run playbooks/validate.yml with ansible-playbook against good, broken and malformed configurations."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "unit" / "fixtures" / "configs"
+PLAYBOOK = REPO / "playbooks" / "validate.yml"
+
+
+def _ansible_playbook():
+    candidate = pathlib.Path(sys.executable).parent / "ansible-playbook"
+    return str(candidate) if candidate.exists() else shutil.which("ansible-playbook")
+
+
+def _collections_path():
+    # In a checkout the collection is reachable through <repo>/.build/collections; under ansible-test the
+    # repository itself already sits at ansible_collections/pymotor/ascend.
+    if REPO.parent.name == "pymotor" and REPO.parent.parent.name == "ansible_collections":
+        return str(REPO.parent.parent.parent)
+    return str(REPO / ".build" / "collections")
+
+
+pytestmark = pytest.mark.skipif(_ansible_playbook() is None, reason="ansible-playbook not installed")
+
+
+def run_validate(*extra_vars):
+    """Run the playbook with extra vars (each a dict); return (rc, combined output)."""
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = _collections_path()
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env.pop("ANSIBLE_CONFIG", None)
+    command = [_ansible_playbook(), str(PLAYBOOK)]
+    for variables in extra_vars:
+        command += ["-e", json.dumps(variables)]
+    proc = subprocess.run(command, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=120, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _write_pair(folder, user, env_text):
+    folder.mkdir()
+    (folder / "user_config.json").write_text(user if isinstance(user, str) else json.dumps(user), encoding="utf-8")
+    (folder / "env.json").write_text(env_text, encoding="utf-8")
+    return folder
+
+
+def test_good_config_dir():
+    rc, output = run_validate({"motor_config_dir": str(FIXTURES / "seed_pd_separation")})
+    assert rc == 0, output
+    assert "mode: pd_separation" in output
+    assert "affinity: True" in output
+
+
+def test_good_config_paths_with_warnings_and_overrides():
+    folder = FIXTURES / "vllm_models_qwen_3_30b"
+    rc, output = run_validate({
+        "motor_user_config_path": str(folder / "user_config.json"),
+        "motor_env_config_path": str(folder / "env.json"),
+        "motor_user_config_overrides": [{"motor_deploy_config": {"image_name": "site:1"}}],
+    })
+    assert rc == 0, output
+    assert "kv_cache_pool_config.eviction_ratio" in output
+    assert "mode: pd_separation" in output
+
+
+def test_broken_config_fails_with_json_path(tmp_path):
+    user = json.loads((FIXTURES / "seed_pd_hybrid" / "user_config.json").read_text(encoding="utf-8"))
+    user["motor_coordinator_config"]["scheduler_config"]["deploy_mode"] = "pd_separate"
+    folder = _write_pair(tmp_path / "broken", user, (FIXTURES / "seed_pd_hybrid" / "env.json").read_text(encoding="utf-8"))
+    rc, output = run_validate({"motor_config_dir": str(folder)})
+    assert rc != 0
+    assert "motor_coordinator_config.scheduler_config.deploy_mode" in output
+
+
+def test_override_problem_fails():
+    rc, output = run_validate({"motor_config_dir": str(FIXTURES / "vllm")},
+                              {"motor_user_config_overrides": [{"motor_deploy_config": {"d_instances_num": 0}}]})
+    assert rc != 0
+    assert "motor_deploy_config.d_instances_num" in output and "set by override 0" in output
+
+
+def test_malformed_json_reports_line_and_column(tmp_path):
+    env_text = (FIXTURES / "vllm" / "env.json").read_text(encoding="utf-8")
+    folder = _write_pair(tmp_path / "malformed", '{\n  "version": "v2.0",\n  "motor_deploy_config": {,}\n}\n', env_text)
+    rc, output = run_validate({"motor_config_dir": str(folder)})
+    assert rc != 0
+    assert "user_config.json: invalid JSON at line 3 column 27" in output
+
+
+def test_no_source_given():
+    rc, output = run_validate()
+    assert rc != 0
+    assert "motor_config_dir" in output and "motor_user_config_path" in output
