@@ -1,0 +1,89 @@
+#!/bin/sh
+# Simulated Ascend host start-up: make the NPU device nodes for $SIM_HARDWARE, render npu-smi,
+# hccn_tool and /etc/hccn.conf for this host, then run dockerd until SIGTERM.
+set -eu
+
+LIB=/usr/local/lib/pymotor-sim
+
+log() { echo "[sim-host] $*"; }
+
+npu_count() {
+  case $SIM_HARDWARE in
+    800I_A2) echo 8 ;;
+    800I_A3) echo 16 ;;
+    none) echo 0 ;;
+    *) echo "[sim-host] unknown SIM_HARDWARE=$SIM_HARDWARE (800I_A2, 800I_A3 or none)" >&2; exit 2 ;;
+  esac
+}
+
+# Stand-in nodes use the null device's numbers, which Docker's default device rules allow in
+# nested containers, so "--device /dev/davinciN:...:rwm" works and is writable there.
+make_node() { [ -e "$1" ] || mknod -m 666 "$1" c 1 3; }
+
+make_devices() {
+  i=0
+  while [ "$i" -lt "$1" ]; do make_node "/dev/davinci$i"; i=$((i + 1)); done
+  for node in davinci_manager devmm_svm hisi_hdc; do make_node "/dev/$node"; done
+}
+
+# NPU (RoCE) addresses: 29.<third>.<fourth octet of eth0>.<id+1>, unique per simulated host.
+npu_net() {
+  ip -4 -o addr show eth0 | awk '{split($4, a, "[./]"); print "29." a[3] "." a[4]; exit}'
+}
+
+write_hccn_conf() {
+  net=$1 i=0
+  : >/etc/hccn.conf
+  while [ "$i" -lt "$2" ]; do
+    cat >>/etc/hccn.conf <<CONF
+address_$i=$net.$((i + 1))
+netmask_$i=255.255.0.0
+netdetect_$i=${net%.*}.0.1
+gateway_$i=${net%.*}.0.1
+send_arp_status_$i=1
+tls_enable_$i=0
+CONF
+    i=$((i + 1))
+  done
+}
+
+install_ascend_surface() {
+  net=$(npu_net)
+  sed "s/@HARDWARE@/$SIM_HARDWARE/" "$LIB/npu-smi.in" >/usr/local/bin/npu-smi
+  cp /usr/local/bin/npu-smi /usr/local/sbin/npu-smi
+  sed "s/@NPU_NET@/$net/" "$LIB/hccn_tool.in" >/usr/local/Ascend/driver/tools/hccn_tool
+  chmod 755 /usr/local/bin/npu-smi /usr/local/sbin/npu-smi /usr/local/Ascend/driver/tools/hccn_tool
+  write_hccn_conf "$net" "$1"
+}
+
+# A CPU-only control host has no driver, tools or NPU configuration at all.
+remove_ascend_surface() {
+  rm -rf /usr/local/Ascend /usr/local/dcmi /usr/local/bin/npu-smi /usr/local/sbin/npu-smi \
+    /etc/hccn.conf /etc/ascend_install.info
+}
+
+count=$(npu_count)
+mkdir -p /etc/pymotor-sim
+echo "$SIM_HARDWARE" >/etc/pymotor-sim/hardware
+if [ "$count" -gt 0 ]; then
+  make_devices "$count"
+  install_ascend_surface "$count"
+else
+  remove_ascend_surface
+fi
+log "hardware $SIM_HARDWARE: $count NPU device nodes"
+
+# Nested containers' cgroups live in the machine's cgroupfs (bind-mounted): stop them through
+# dockerd, quickly, so none is left behind, then let dockerd exit.
+stop_host() {
+  docker ps -q | xargs -r docker stop -t 2 >/dev/null 2>&1 || true
+  kill -TERM "$dockerd_pid" 2>/dev/null
+  wait "$dockerd_pid"
+  exit 0
+}
+
+dockerd >/var/log/dockerd.log 2>&1 &
+dockerd_pid=$!
+trap stop_host TERM INT
+log "dockerd started (pid $dockerd_pid, log /var/log/dockerd.log)"
+wait "$dockerd_pid"
