@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Filter shims: place every PyMotor container on hosts, NPUs and ports (logic in plugin_utils)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: motor_plan
+short_description: Plan which host, NPUs and ports every PyMotor container gets
+version_added: 1.0.0
+author: pymotor.ascend contributors (@pymotor-ascend)
+description:
+  - Takes the output of P(pymotor.ascend.motor_config#filter) and the inventory view of the hosts and returns the
+    deployment plan, one structure that every later role loops over.
+  - Engines go to C(motor_engine_hosts), the controller, coordinator, KV conductor and KV pool to
+    C(motor_control_hosts). The pods of one instance land on distinct hosts, each pod gets a contiguous block of
+    NPU ids (die pairs on 800I A3), first fit in inventory order.
+  - Every TCP port a container binds is planned so that no port is bound twice on any host, none is in
+    C(motor_reserved_ports) and all are in 1024..65535; each container gets its own copy of the user_config with
+    its port fields rewritten.
+  - "Raises an error listing every problem, one per line, formatted as <path>: <what is wrong> (<hint>)."
+  - The domain logic lives in C(plugins/plugin_utils/motor_plan.py); see C(docs/design.md) for the full contract.
+  - The companion filter C(pymotor.ascend.motor_plan_table) renders a plan as a text table.
+positional: _input, hosts
+options:
+  _input:
+    description:
+      - The normalized configuration returned by P(pymotor.ascend.motor_config#filter).
+    type: dict
+    required: true
+  hosts:
+    description:
+      - Mapping of inventory hostname to its variables, in inventory order.
+      - Per host C(motor_host_ip) (or C(ansible_host)), C(motor_nic) (default C(eth0)), C(motor_npu_ids)
+        (default all NPUs of the hardware type), C(motor_reserved_ports), C(motor_hardware_type) and C(group_names).
+      - A host without C(group_names) counts as a member of both groups. V(null) values count as absent.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Build the plan
+  ansible.builtin.set_fact:
+    motor_plan_result: "{{ motor_normalized_config | pymotor.ascend.motor_plan(motor_plan_hosts) }}"
+
+- name: Print it as a table
+  ansible.builtin.debug:
+    msg: "{{ (motor_plan_result | pymotor.ascend.motor_plan_table).splitlines() }}"
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - The plan. C(containers) is the list of containers sorted by tier then name; each has C(name), C(host),
+      C(ip), C(role), C(job_name), C(instance), C(pod), C(tier), C(npu_ids), C(devices), C(dp_ranks),
+      C(endpoints), C(env), C(ports), C(port_map), C(user_config), C(shm_size), C(ipc_mode), C(mounts_profile),
+      C(needs_weights) and C(configmap_path).
+    - Also C(hosts) (per host summary), C(instances), C(controller), C(coordinator), C(kv_pool), C(kv_conductor),
+      C(kv_events), C(job_id), C(mode), C(hardware_type), C(image), C(affinity) and C(warnings).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import (
+    MotorPlanError,
+    build_plan,
+    plan_table,
+)
+
+
+def motor_plan(config, hosts):
+    """Build the deployment plan; raise AnsibleFilterError listing every problem."""
+    try:
+        return build_plan(config, hosts)
+    except MotorPlanError as err:
+        raise AnsibleFilterError(str(err)) from err
+
+
+def motor_plan_table(plan):
+    """Render a plan as a fixed-width text table."""
+    if not isinstance(plan, dict) or "containers" not in plan:
+        raise AnsibleFilterError("motor_plan_table: expects the output of pymotor.ascend.motor_plan")
+    return plan_table(plan)
+
+
+class FilterModule:
+    """The pymotor.ascend.motor_plan and motor_plan_table filters."""
+
+    def filters(self):
+        """Return the filters of this plugin."""
+        return {"motor_plan": motor_plan, "motor_plan_table": motor_plan_table}

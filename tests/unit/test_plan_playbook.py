@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""playbooks/plan.yml on the example inventory: prints the table, writes the JSON plan, touches no host."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def run_plan(tmp_path, *extra):
+    output = tmp_path / "out" / "plan.json"
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".build" / "collections"),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+        "ANSIBLE_HOME": str(tmp_path / "ansible_home"),
+        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    })
+    cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventories" / "example" / "hosts.yml"),
+           str(REPO / "playbooks" / "plan.yml"), "-e", f"motor_plan_output={output}", *extra]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return proc, output
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory):
+    if not (REPO / "playbooks" / "validate.yml").is_file():
+        pytest.skip("playbooks/validate.yml is not there yet")
+    return run_plan(tmp_path_factory.mktemp("plan"))
+
+
+def test_plan_playbook_prints_table_and_writes_json(example_run):
+    proc, output = example_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "HOST" in out and "CONTAINER" in out and "PORTS" in out
+    for line in ("npu-a2-01     192.0.2.11  mindie-motor-d0-0",
+                 "npu-a2-01     192.0.2.11  mindie-motor-p0-0",
+                 "motor-ctl-01  192.0.2.10  mindie-motor-coordinator   coordinator   1     -     1025-1027,12000-12003",
+                 "motor-ctl-01  192.0.2.10  mindie-motor-kv-pool       kv_pool       0     -     9003,50088"):
+        assert line in out, out
+    assert "unreachable=0" in out and "failed=0" in out
+    # only localhost ran tasks
+    recap = out[out.index("PLAY RECAP"):]
+    assert "npu-a2-01" not in recap and "motor-ctl-01" not in recap
+    plan = json.loads(output.read_text(encoding="utf-8"))
+    assert oct(output.stat().st_mode & 0o777) == "0o640"
+    names = [c["name"] for c in plan["containers"]]
+    assert names == ["mindie-motor-kv-pool", "mindie-motor-controller", "mindie-motor-coordinator",
+                     "mindie-motor-kv-conductor", "mindie-motor-d0-0", "mindie-motor-p0-0"]
+    assert plan["hosts"]["npu-a2-01"]["ip"] == "192.0.2.11"
+    assert plan["hosts"]["npu-a2-01"]["nic"] == "enp189s0f0"
+    assert plan["hosts"]["npu-a2-02"]["reserved_ports"] == [[9000, 9000], [20000, 20010]]
+    assert plan["coordinator"]["url"] == "http://192.0.2.10:1025"
+    p0 = next(c for c in plan["containers"] if c["name"] == "mindie-motor-p0-0")
+    assert p0["env"]["HCCL_SOCKET_IFNAME"] == "enp189s0f0" and p0["env"]["COORDINATOR_SERVICE"] == "192.0.2.10"
+
+
+def test_plan_playbook_reports_planning_errors(tmp_path):
+    if not (REPO / "playbooks" / "validate.yml").is_file():
+        pytest.skip("playbooks/validate.yml is not there yet")
+    overrides = json.dumps({"motor_user_config_overrides": [{"motor_deploy_config": {"p_instances_num": 4}}]})
+    proc, output = run_plan(tmp_path, "-e", overrides)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "motor_deploy_config" in text and "need 20 NPUs" in text and "available 16 NPUs on 2 hosts" in text, text
+    assert not output.exists()
