@@ -3,6 +3,7 @@
 # (user's document), print its normalized form, then print the deployment plan on the example inventory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"
 config_dir="${MOTOR_DEMO_CONFIG_DIR:-examples/seed_pd_separation}"
 mkdir -p .build/demo
 
