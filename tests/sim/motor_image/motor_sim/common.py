@@ -1,0 +1,180 @@
+"""Shared helpers: logging what a service received, user_config access, tiny JSON HTTP, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# A route returns (status, JSON body) or (status, JSON body, extra headers).
+Route = Callable[[dict, "JsonHandler"], tuple]
+
+
+def log(component: str, message: str, **fields: Any) -> None:
+    suffix = f" {json.dumps(fields, sort_keys=True, default=str)}" if fields else ""
+    print(f"[{component}] {message}{suffix}", flush=True)
+
+
+def fail(component: str, message: str) -> None:
+    """Exit 1 with a clear message: the container dies, like the real component would."""
+    log(component, f"ERROR: {message}")
+    sys.exit(1)
+
+
+def log_received(component: str) -> None:
+    """Log argv, environment and config path so tests can assert on what a service was given."""
+    log(component, "argv", argv=sys.argv)
+    log(component, "env", **dict(sorted(os.environ.items())))
+    log(component, "config", USER_CONFIG_PATH=os.environ.get("USER_CONFIG_PATH"))
+
+
+def load_user_config(path: str | None = None) -> dict:
+    path = path or os.environ.get("USER_CONFIG_PATH", "")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"cannot read user_config {path!r}: {exc}") from exc
+
+
+def cfg_get(section: dict, key: str, default: Any = None) -> Any:
+    """engine_config accepts hyphen and underscore spellings of a key, like PyMotor."""
+    for name in (key, key.replace("_", "-"), key.replace("-", "_")):
+        if name in section:
+            return section[name]
+    return default
+
+
+def section(user_config: dict, *path: str) -> dict:
+    node: Any = user_config
+    for key in path:
+        node = (node.get(key) or {}) if isinstance(node, dict) else {}
+    return node if isinstance(node, dict) else {}
+
+
+def engine_section(user_config: dict, role: str) -> dict:
+    return section(user_config, f"motor_engine_{role}_config")
+
+
+def instance_pods(user_config: dict, role: str) -> int:
+    key = {"prefill": "p", "decode": "d", "union": "hybrid"}[role]
+    return int(section(user_config, "motor_deploy_config").get(f"single_{key}_instance_pod_num") or 1)
+
+
+def controller_port(user_config: dict) -> int:
+    return int(section(user_config, "motor_controller_config", "api_config").get("controller_api_port") or 1026)
+
+
+def coordinator_ports(user_config: dict) -> tuple[int, int, int]:
+    api = section(user_config, "motor_coordinator_config", "api_config")
+    return (int(api.get("coordinator_api_infer_port") or 1025), int(api.get("coordinator_api_mgmt_port") or 1026),
+            int(api.get("coordinator_obs_port") or 1027))
+
+
+def bind_host() -> str:
+    """Services bind POD_IP like PyMotor (so a wrong POD_IP fails loudly), else all interfaces."""
+    return os.environ.get("POD_IP") or "0.0.0.0"
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    routes: dict[tuple[str, str], Route] = {}
+    component = "http"
+
+    def _dispatch(self, method: str) -> None:
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        route = self.routes.get((method, path))
+        if route is None:
+            known = any(p == path for _, p in self.routes)
+            self._send(405 if known else 404, {"detail": "Method Not Allowed" if known else "Not Found"})
+            return
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            self._send(400, {"detail": "invalid JSON"})
+            return
+        if path not in QUIET_PATHS:
+            log(self.component, f"request {method} {path}", body=body, client=self.client_address[0])
+        status, payload, *extra = route(body, self)
+        self._send(status, payload, extra[0] if extra else {})
+
+    def _send(self, status: int, payload: Any, headers: dict | None = None) -> None:
+        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain" if isinstance(payload, str) else "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server API)
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+    def log_message(self, *args) -> None:  # requests are logged by _dispatch instead
+        pass
+
+
+# Polled endpoints: logging every call would drown the interesting lines.
+QUIET_PATHS = {"/controller/heartbeat", "/status", "/readiness", "/node-manager/status", "/metrics"}
+
+
+def serve(component: str, port: int, routes: dict[tuple[str, str], Route], host: str | None = None) -> ThreadingHTTPServer:
+    handler = type(f"{component}Handler", (JsonHandler,), {"routes": routes, "component": component})
+    host = host or bind_host()
+    try:
+        server = ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:
+        fail(component, f"cannot listen on {host}:{port}: {exc}")
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    log(component, f"listening on {host}:{port}")
+    return server
+
+
+def http_json(method: str, url: str, body: Any = None, timeout: float = 2.0) -> tuple[int, Any]:
+    """(status, parsed body); status 0 when the peer could not be reached."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, _parse(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, _parse(exc.read())
+    except (OSError, ValueError) as exc:
+        return 0, str(exc)
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def install_fault_knobs(component: str) -> None:
+    """MOTOR_SIM_CRASH_AFTER=<s>: exit 1 after that many seconds. SIGTERM ends the process cleanly."""
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    crash_after = os.environ.get("MOTOR_SIM_CRASH_AFTER")
+    if crash_after:
+        def crash() -> None:
+            log(component, f"MOTOR_SIM_CRASH_AFTER={crash_after}: crashing now")
+            os._exit(1)
+        timer = threading.Timer(float(crash_after), crash)
+        timer.daemon = True
+        timer.start()
+
+
+def wait_forever() -> None:
+    threading.Event().wait()

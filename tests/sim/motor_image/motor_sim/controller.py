@@ -1,0 +1,184 @@
+"""Controller stand-in (python3 -m motor.controller.main --config <user_config>).
+
+Node managers register (POST /controller/register) and heartbeat (POST /controller/heartbeat).
+Registrations are grouped by job_name, pods keyed by pod_ip (a second pod with the same pod_ip is
+ignored, like PyMotor). When single_<x>_instance_pod_num pods of a job arrived, the instance is
+assembled: every pod gets POST /node-manager/start. Once all its pods report healthy engines, the
+instance is pushed to the coordinator (POST /instances/refresh, the full instance list); a pod
+whose heartbeats stop for instance_heartbeat_timeout seconds takes its instance out again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import threading
+import time
+
+from motor_sim.common import (
+    controller_port,
+    coordinator_ports,
+    http_json,
+    install_fault_knobs,
+    instance_pods,
+    load_user_config,
+    log,
+    log_received,
+    section,
+    serve,
+    wait_forever,
+)
+
+COMPONENT = "controller"
+
+
+class Job:
+    def __init__(self, name: str, role: str, pods_needed: int):
+        self.name, self.role, self.pods_needed = name, role, pods_needed
+        self.pods: dict[str, dict] = {}  # pod_ip -> RegisterMsg (insertion order = node rank)
+        self.instance_id: int | None = None
+        self.healthy: dict[str, bool] = {}
+        self.last_seen: dict[str, float] = {}
+
+    def endpoints(self) -> list[dict]:
+        """Endpoints with global DP ranks: node_rank * dp_local + local_rank."""
+        out = []
+        for node_rank, pod in enumerate(self.pods.values()):
+            dp_local = pod["parallel_config"]["dp_local"]
+            for ep in pod["endpoints"]:
+                out.append({"dp_rank": node_rank * dp_local + ep["local_rank"], "ip": ep["ip"],
+                            "port": ep["business_port"], "mgmt_port": ep["mgmt_port"], "pod_ip": pod["pod_ip"]})
+        return out
+
+    def active(self) -> bool:
+        return self.instance_id is not None and all(self.healthy.get(ip) for ip in self.pods)
+
+    def describe(self) -> dict:
+        model = next(iter(self.pods.values()))["model_name"]
+        return {"id": self.instance_id, "role": self.role, "job_name": self.name, "model_name": model,
+                "endpoints": self.endpoints()}
+
+
+class Controller:
+    def __init__(self, user_config: dict):
+        self.user_config = user_config
+        api = section(user_config, "motor_controller_config", "api_config")
+        self.port = controller_port(user_config)
+        self.obs_port = int(api.get("observability_api_port") or 1027)
+        inst = section(user_config, "motor_controller_config", "instance_config")
+        self.heartbeat_timeout = float(inst.get("instance_heartbeat_timeout") or 10)
+        self.coordinator = f"http://{os.environ.get('COORDINATOR_SERVICE', '127.0.0.1')}:{coordinator_ports(user_config)[1]}"
+        self.jobs: dict[str, Job] = {}
+        self.ids = itertools.count()
+        self.lock = threading.Lock()
+        self.version = 0  # bumped on every change of the active instance set
+        self.pushed_version = -1
+
+    def register(self, msg: dict, _handler) -> tuple:
+        with self.lock:
+            job = self.jobs.get(msg["job_name"])
+            if job is None:
+                job = self.jobs[msg["job_name"]] = Job(msg["job_name"], msg["role"],
+                                                       instance_pods(self.user_config, msg["role"]))
+            if msg["pod_ip"] in job.pods:
+                log(COMPONENT, "duplicate pod ignored", job_name=job.name, pod_ip=msg["pod_ip"])
+                return 200, {"status": "duplicate", "job_name": job.name}
+            job.pods[msg["pod_ip"]] = msg
+            job.last_seen[msg["pod_ip"]] = time.monotonic()
+            log(COMPONENT, "pod registered", job_name=job.name, role=job.role, pods=len(job.pods),
+                needed=job.pods_needed)
+            ready = job.instance_id is None and len(job.pods) == job.pods_needed
+            if ready:
+                job.instance_id = next(self.ids)
+        if ready:
+            threading.Thread(target=self.assemble, args=(job,), daemon=True).start()
+        return 200, {"status": "registered", "job_name": job.name}
+
+    def assemble(self, job: Job) -> None:
+        """Send StartCmd to every pod of the instance (node_rank = registration order)."""
+        pods = list(job.pods.values())
+        log(COMPONENT, "instance assembled", instance_id=job.instance_id, job_name=job.name, role=job.role,
+            pods=[p["pod_ip"] for p in pods])
+        endpoints = job.endpoints()
+        for node_rank, pod in enumerate(pods):
+            cmd = {"instance_id": job.instance_id, "role": job.role, "node_rank": node_rank,
+                   "master_dp_ip": pods[0]["pod_ip"],
+                   "dp_ranks": [e["dp_rank"] for e in endpoints if e["pod_ip"] == pod["pod_ip"]],
+                   "ranktable": {"server_list": [{"server_id": p["host_ip"], "pod_ip": p["pod_ip"]} for p in pods]}}
+            url = f"http://{pod['pod_ip']}:{pod['nm_port']}/node-manager/start"
+            while True:
+                status, body = http_json("POST", url, cmd)
+                log(COMPONENT, "start command sent", url=url, status=status, response=body)
+                if status == 200:
+                    break
+                time.sleep(1)
+
+    def heartbeat(self, msg: dict, _handler) -> tuple:
+        with self.lock:
+            job = self.jobs.get(msg.get("job_name", ""))
+            if job is None or msg.get("pod_ip") not in job.pods:
+                return 404, {"detail": "pod not registered"}
+            was_active = job.active()
+            job.last_seen[msg["pod_ip"]] = time.monotonic()
+            job.healthy[msg["pod_ip"]] = bool(msg.get("status"))
+            if job.active() != was_active:
+                self.version += 1
+                log(COMPONENT, "instance state changed", instance_id=job.instance_id, active=job.active())
+        return 200, {"status": "ok"}
+
+    def expire_stale_pods(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            for job in list(self.jobs.values()):
+                stale = [ip for ip, seen in job.last_seen.items() if now - seen > self.heartbeat_timeout]
+                if stale:
+                    log(COMPONENT, "heartbeat timeout: instance removed", job_name=job.name,
+                        instance_id=job.instance_id, pods=stale)
+                    del self.jobs[job.name]
+                    self.version += 1
+
+    def active_instances(self) -> list[dict]:
+        with self.lock:
+            return [job.describe() for job in self.jobs.values() if job.active()]
+
+    def push_loop(self) -> None:
+        """Push the full instance list to the coordinator whenever it changed or the last push failed."""
+        while True:
+            time.sleep(1)
+            self.expire_stale_pods()
+            version = self.version
+            if version == self.pushed_version:
+                continue
+            instances = self.active_instances()
+            status, body = http_json("POST", f"{self.coordinator}/instances/refresh", {"instances": instances})
+            log(COMPONENT, "instances pushed to coordinator", url=self.coordinator, status=status,
+                instances=[(i["role"], i["id"]) for i in instances], response=body)
+            if status == 200:
+                self.pushed_version = version
+
+    def routes(self) -> dict:
+        ok = lambda *_: (200, {"status": "ok"})  # noqa: E731
+        return {("POST", "/controller/register"): self.register, ("POST", "/controller/heartbeat"): self.heartbeat,
+                ("GET", "/controller/instances"): lambda *_: (200, {"instances": self.active_instances()}),
+                ("GET", "/startup"): ok, ("GET", "/readiness"): ok, ("GET", "/liveness"): ok}
+
+    def obs_routes(self) -> dict:
+        return {("GET", "/metrics"): lambda *_: (200, f"motor_controller_instances {len(self.active_instances())}\n")}
+
+
+def main() -> None:
+    install_fault_knobs(COMPONENT)
+    log_received(COMPONENT)
+    parser = argparse.ArgumentParser(prog="motor.controller.main")
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args()
+    controller = Controller(load_user_config(args.config))
+    serve(COMPONENT, controller.port, controller.routes())
+    serve(f"{COMPONENT}-obs", controller.obs_port, controller.obs_routes())
+    threading.Thread(target=controller.push_loop, daemon=True).start()
+    wait_forever()
+
+
+if __name__ == "__main__":
+    main()

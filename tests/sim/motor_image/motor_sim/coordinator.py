@@ -1,0 +1,285 @@
+"""Coordinator stand-in (python3 -m motor.coordinator.main).
+
+Ports from motor_coordinator_config.api_config: inference 1025 (OpenAI /v1/chat/completions),
+management 1026 (/readiness, /instances/refresh), observability 1027 (/metrics).
+Ready when the controller pushed the instances the mode needs: P and D, only P (degraded), or U.
+With scheduler_type kv_cache_affinity and KV_CONDUCTOR_SERVICE set it loads the tokenizer from the
+model directory, registers every prefill (or union) DP rank with the conductor (POST /register,
+as PyMotor's conductor_api_client) and routes each request to the prefill endpoint that the
+conductor's POST /query reports with the longest match (PyMotor's "unified" score), falling back
+to round robin. Responses say which prefill instance served them (X-Motor-Prefill-Instance header,
+body field motor_sim.prefill_instance).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+
+from motor_sim.common import (
+    cfg_get,
+    coordinator_ports,
+    engine_section,
+    fail,
+    http_json,
+    install_fault_knobs,
+    load_user_config,
+    log,
+    log_received,
+    section,
+    serve,
+    wait_forever,
+)
+from motor_sim.tokenizer import Tokenizer
+
+COMPONENT = "coordinator"
+UNAVAILABLE = (503, {"detail": "Service is not available"})
+
+
+def kv_event_config(user_config: dict) -> dict:
+    """prefill_kv_event_config derived like PyMotor (config_utils), explicit values win."""
+    role = "prefill" if engine_section(user_config, "prefill") else "union"
+    engine = engine_section(user_config, role).get("engine_config") or {}
+    events = cfg_get(engine, "kv_events_config") or {}
+    derived = {"endpoint": events.get("endpoint"), "replay_endpoint": events.get("replay_endpoint"),
+               "block_size": int(cfg_get(engine, "block_size", 128)), "engine_type": "vLLM",
+               "http_server_port": int(section(user_config, "kv_conductor_config").get("http_server_port") or 13333),
+               "model_path": cfg_get(engine, "model"), "model_name": cfg_get(engine, "served_model_name")}
+    explicit = section(user_config, "motor_coordinator_config", "prefill_kv_event_config")
+    return {**derived, **{k: v for k, v in explicit.items() if v not in (None, "")}}
+
+
+def conductor_endpoint(template: str | None, ip: str, dp_rank: int) -> str | None:
+    """tcp://*:5557 -> tcp://<ip>:<5557+dp_rank>; other shapes are skipped, like PyMotor."""
+    if not template or "*:" not in template:
+        return None
+    prefix, port = template.split("*:", 1)
+    return f"{prefix}{ip}:{int(port) + dp_rank}"
+
+
+class Conductor:
+    """Client of the Mooncake conductor: registration of P/U ranks and prefix queries."""
+
+    def __init__(self, service: str, cfg: dict):
+        self.cfg = cfg
+        self.base = f"http://{service}:{cfg['http_server_port']}"
+        self.registered: dict[tuple, dict] = {}  # (instance id, dp_rank) -> /register body
+        self.pending: dict[tuple, dict] = {}
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def instance_id(instance: dict) -> str:
+        return f"vllm-prefill-{instance['id']}"
+
+    def sync(self, instances: list[dict]) -> None:
+        """Register new P/U ranks, unregister vanished ones."""
+        wanted = {}
+        for inst in instances:
+            if inst["role"] not in ("prefill", "union"):
+                continue
+            for ep in inst["endpoints"]:
+                body = self._register_body(inst, ep)
+                if body:
+                    wanted[(body["instance_id"], ep["dp_rank"])] = body
+        with self.lock:
+            gone = [key for key in self.registered if key not in wanted]
+            for key in gone:
+                del self.registered[key]
+            self.pending = {k: v for k, v in wanted.items() if k not in self.registered}
+        for instance_id, dp_rank in gone:
+            status, body = http_json("POST", f"{self.base}/unregister", {"instance_id": instance_id, "dp_rank": dp_rank})
+            log(COMPONENT, "conductor unregister", instance_id=instance_id, dp_rank=dp_rank, status=status, response=body)
+        self.register_pending()
+
+    def _register_body(self, inst: dict, ep: dict) -> dict | None:
+        endpoint = conductor_endpoint(self.cfg.get("endpoint"), ep["ip"], ep["dp_rank"])
+        if endpoint is None:
+            log(COMPONENT, "kv-events endpoint is not of the form tcp://*:<port>; registration skipped",
+                endpoint=self.cfg.get("endpoint"))
+            return None
+        body = {"endpoint": endpoint, "type": "vLLM", "modelname": inst["model_name"],
+                "block_size": self.cfg["block_size"], "instance_id": self.instance_id(inst), "dp_rank": ep["dp_rank"]}
+        replay = conductor_endpoint(self.cfg.get("replay_endpoint"), ep["ip"], ep["dp_rank"])
+        if replay:
+            body["replay_endpoint"] = replay
+        return body
+
+    def register_pending(self) -> None:
+        with self.lock:
+            pending = list(self.pending.items())
+        for key, body in pending:
+            status, resp = http_json("POST", f"{self.base}/register", body, timeout=2)
+            log(COMPONENT, "conductor register", request=body, status=status, response=resp)
+            if status == 200:
+                with self.lock:
+                    self.pending.pop(key, None)
+                    self.registered[key] = body
+
+    def retry_loop(self) -> None:
+        while True:
+            time.sleep(2)
+            self.register_pending()
+
+    def query(self, model: str, tokens: list[int]) -> dict:
+        """{instance id: {dp_rank: matched tokens}}; {} on any failure (0.2 s timeout, like PyMotor)."""
+        status, body = http_json("POST", f"{self.base}/query",
+                                 {"model": model, "block_size": self.cfg["block_size"], "token_ids": tokens}, timeout=0.2)
+        if status != 200 or not isinstance(body, dict):
+            log(COMPONENT, "conductor query failed", status=status, response=body)
+            return {}
+        hits = body.get("default") or {}
+        return {inst: {int(rank): n for rank, n in (hit.get("DP") or {}).items()} for inst, hit in hits.items()}
+
+
+class Coordinator:
+    def __init__(self, user_config: dict):
+        self.user_config = user_config
+        self.infer_port, self.mgmt_port, self.obs_port = coordinator_ports(user_config)
+        sched = section(user_config, "motor_coordinator_config", "scheduler_config")
+        self.scheduler_type = sched.get("scheduler_type", "load_balance")
+        self.overlap_credit = float(sched.get("kv_affinity_overlap_credit", 1.0))
+        self.load_weight = float(sched.get("kv_affinity_load_weight", 1.0))
+        self.prefill_scale = float(sched.get("kv_affinity_prefill_load_scale", 1.0))
+        self.never_ready = os.environ.get("MOTOR_SIM_NEVER_READY") == "1"
+        self.instances: list[dict] = []
+        self.inflight: dict[tuple, int] = {}  # (instance id, dp_rank) -> requests in flight
+        self.rr = {role: itertools.count() for role in ("prefill", "decode", "union")}
+        self.lock = threading.Lock()
+        self.conductor, self.tokenizer, self.kv_cfg = None, None, None
+        service = os.environ.get("KV_CONDUCTOR_SERVICE", "")
+        if self.scheduler_type == "kv_cache_affinity" and service:
+            self._enable_affinity(service)
+
+    def _enable_affinity(self, service: str) -> None:
+        self.kv_cfg = kv_event_config(self.user_config)
+        try:
+            self.tokenizer = Tokenizer(self.kv_cfg["model_path"] or "")
+        except FileNotFoundError as exc:
+            fail(COMPONENT, f"cannot load tokenizer for kv_cache_affinity: {exc}")
+        self.conductor = Conductor(service, self.kv_cfg)
+        log(COMPONENT, "kv_cache_affinity enabled", conductor=self.conductor.base, prefill_kv_event_config=self.kv_cfg,
+            tokenizer=f"{self.kv_cfg['model_path']} (stand-in: UTF-8 bytes)")
+        threading.Thread(target=self.conductor.retry_loop, daemon=True).start()
+
+    # ------------------------------------------------------------------ management
+    def by_role(self, role: str) -> list[dict]:
+        with self.lock:
+            return [i for i in self.instances if i["role"] == role]
+
+    def ready(self) -> bool:
+        if self.never_ready:
+            return False
+        return bool(self.by_role("prefill") or self.by_role("union"))
+
+    def readiness(self, *_) -> tuple:
+        ready = self.ready()
+        message = "ready" if ready else "required instances are not ready" + (
+            " (MOTOR_SIM_NEVER_READY=1)" if self.never_ready else "")
+        return 200, {"status": "ok", "message": message, "ready": ready}
+
+    def refresh(self, body: dict, _handler) -> tuple:
+        instances = body.get("instances") or []
+        with self.lock:
+            self.instances = instances
+        log(COMPONENT, "instances refreshed", instances=[(i["role"], i["id"], len(i["endpoints"])) for i in instances])
+        if self.conductor:
+            threading.Thread(target=self.conductor.sync, args=(instances,), daemon=True).start()
+        return 200, {"status": "ok"}
+
+    def mgmt_routes(self) -> dict:
+        ok = lambda *_: (200, {"status": "ok"})  # noqa: E731
+        return {("GET", "/readiness"): self.readiness, ("GET", "/startup"): ok, ("GET", "/liveness"): ok,
+                ("POST", "/instances/refresh"): self.refresh,
+                ("GET", "/instances"): lambda *_: (200, {"instances": self.instances, "ready": self.ready()})}
+
+    # ------------------------------------------------------------------ inference
+    def endpoints(self, role: str) -> list[tuple[dict, dict]]:
+        return [(inst, ep) for inst in self.by_role(role) for ep in inst["endpoints"]]
+
+    def pick_round_robin(self, role: str) -> tuple[dict, dict] | None:
+        candidates = self.endpoints(role)
+        return candidates[next(self.rr[role]) % len(candidates)] if candidates else None
+
+    def pick_prefill(self, role: str, tokens: list[int]) -> tuple[tuple[dict, dict] | None, str, int]:
+        """(instance, endpoint), route name, matched tokens. PyMotor's unified score:
+        max(0, isl - overlap_credit * matched) * prefill_load_scale + load_weight * load, lowest wins."""
+        if self.conductor is None or len(tokens) < self.kv_cfg["block_size"]:
+            return self.pick_round_robin(role), "round_robin", 0
+        hits = self.conductor.query(self.kv_cfg["model_name"], tokens)
+        if not hits:
+            return self.pick_round_robin(role), "round_robin", 0
+        isl, scored = len(tokens), []
+        for inst, ep in self.endpoints(role):
+            matched = min(hits.get(Conductor.instance_id(inst), {}).get(ep["dp_rank"], 0), isl)
+            load = self.inflight.get((inst["id"], ep["dp_rank"]), 0)
+            score = max(0.0, isl - self.overlap_credit * matched) * self.prefill_scale + self.load_weight * load
+            scored.append((score, (inst, ep), matched))
+        if not scored:
+            return self.pick_round_robin(role), "round_robin", 0
+        best = min(score for score, _, _ in scored)
+        # Ties (e.g. nothing cached anywhere) rotate, so cold prompts spread over the instances.
+        tied = [entry for entry in scored if entry[0] == best]
+        _, target, matched = tied[next(self.rr[role]) % len(tied)]
+        return target, "kv_cache_affinity", matched
+
+    def forward(self, target: tuple[dict, dict], body: dict) -> tuple[int, dict]:
+        inst, ep = target
+        key = (inst["id"], ep["dp_rank"])
+        with self.lock:
+            self.inflight[key] = self.inflight.get(key, 0) + 1
+        try:
+            return http_json("POST", f"http://{ep['ip']}:{ep['port']}/v1/chat/completions", body, timeout=30)
+        finally:
+            with self.lock:
+                self.inflight[key] -= 1
+
+    def chat(self, body: dict, _handler) -> tuple:
+        if not self.ready():
+            return UNAVAILABLE
+        first_role = "prefill" if self.by_role("prefill") else "union"
+        pd_split = first_role == "prefill" and bool(self.by_role("decode"))
+        tokens = self.tokenizer.encode_request(body) if self.tokenizer else []
+        target, route, matched = self.pick_prefill(first_role, tokens)
+        if target is None:
+            return UNAVAILABLE
+        # PD separation: prefill computes the KV cache (max_tokens 1), decode continues from it.
+        first_body = {**body, "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}} if pd_split else body
+        status, result = self.forward(target, first_body)
+        if status != 200:
+            return 502, {"detail": f"{first_role} endpoint failed", "status": status, "response": result}
+        decode = self.pick_round_robin("decode") if pd_split else None
+        if decode:
+            status, result = self.forward(decode, {**body, "kv_transfer_params": result.get("kv_transfer_params")})
+            if status != 200:
+                return 502, {"detail": "decode endpoint failed", "status": status, "response": result}
+        prefill_id = Conductor.instance_id(target[0])
+        info = {"route": route, "matched_tokens": matched, "prompt_tokens": len(tokens),
+                "prefill_instance": prefill_id, "prefill_endpoint": f"{target[1]['ip']}:{target[1]['port']}",
+                "prefill_dp_rank": target[1]["dp_rank"],
+                "decode_instance": f"vllm-decode-{decode[0]['id']}" if decode else None}
+        log(COMPONENT, "request routed", **info)
+        headers = {"X-Motor-Prefill-Instance": prefill_id, "X-Motor-Route": route}
+        return 200, {**result, "motor_sim": {**result.get("motor_sim", {}), **info}}, headers
+
+    def infer_routes(self) -> dict:
+        model = lambda *_: (200, {"object": "list", "data": [{"id": i["model_name"]} for i in self.instances[:1]]})  # noqa: E731
+        return {("POST", "/v1/chat/completions"): self.chat, ("GET", "/v1/models"): model}
+
+    def obs_routes(self) -> dict:
+        return {("GET", "/metrics"): lambda *_: (200, f"motor_coordinator_ready {int(self.ready())}\n")}
+
+
+def main() -> None:
+    install_fault_knobs(COMPONENT)
+    log_received(COMPONENT)
+    coordinator = Coordinator(load_user_config())
+    serve(f"{COMPONENT}-mgmt", coordinator.mgmt_port, coordinator.mgmt_routes())
+    serve(f"{COMPONENT}-obs", coordinator.obs_port, coordinator.obs_routes())
+    serve(f"{COMPONENT}-infer", coordinator.infer_port, coordinator.infer_routes())
+    wait_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""engine_server stand-in: one per DP rank, spawned by the node manager.
+
+OpenAI API on --port, GET /status on --mgmt-port, KV events (PUB on endpoint port + dp_rank,
+replay ROUTER on replay port + dp_rank) when the engine section enables kv-events-config. It checks
+the NPUs it was given (ASCEND_RT_VISIBLE_DEVICES -> /dev/davinci<N>) and the model directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import uuid
+
+from motor_sim.common import (
+    cfg_get,
+    engine_section,
+    fail,
+    install_fault_knobs,
+    load_user_config,
+    log,
+    log_received,
+    serve,
+    wait_forever,
+)
+from motor_sim.kv_events import KvEventPublisher, PrefixCache
+from motor_sim.tokenizer import Tokenizer
+
+COMPONENT = "engine"
+DEFAULT_BLOCK_SIZE = 128
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="engine_server")
+    p.add_argument("--dp-rank", type=int, required=True)
+    p.add_argument("--instance-id", required=True)
+    p.add_argument("--role", choices=["prefill", "decode", "union", "encode"], required=True)
+    p.add_argument("--host", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--mgmt-port", type=int, required=True)
+    p.add_argument("--master-dp-ip", required=True)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--config-path", required=True)
+    return p.parse_args(argv)
+
+
+def check_devices(engine_config: dict) -> list[str]:
+    """The NPUs of this rank must exist in the container (tp * pp of them), as on a real host."""
+    visible = [d for d in os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if d]
+    need = int(cfg_get(engine_config, "tensor_parallel_size", 1)) * int(cfg_get(engine_config, "pipeline_parallel_size", 1))
+    missing = [d for d in visible if not os.path.exists(f"/dev/davinci{d}")]
+    if len(visible) != need or missing:
+        fail(COMPONENT, f"NPU check failed: ASCEND_RT_VISIBLE_DEVICES={','.join(visible)!r} needs {need} device(s) "
+                        f"(tp*pp), missing device nodes: {['/dev/davinci' + d for d in missing]}")
+    return visible
+
+
+class Engine:
+    def __init__(self, args: argparse.Namespace, engine_config: dict):
+        self.args = args
+        self.model = cfg_get(engine_config, "served_model_name") or cfg_get(engine_config, "model")
+        try:
+            self.tokenizer = Tokenizer(cfg_get(engine_config, "model", ""))
+        except FileNotFoundError as exc:
+            fail(COMPONENT, str(exc))
+        self.cache = PrefixCache(int(cfg_get(engine_config, "block_size", DEFAULT_BLOCK_SIZE)))
+        self.publisher = self._publisher(cfg_get(engine_config, "kv_events_config") or {})
+        self.status = "initial"
+
+    def _publisher(self, events_cfg: dict) -> KvEventPublisher | None:
+        if not events_cfg.get("enable_kv_cache_events") or events_cfg.get("publisher", "zmq") != "zmq":
+            return None
+        return KvEventPublisher(COMPONENT, events_cfg.get("endpoint", "tcp://*:5557"), events_cfg.get("replay_endpoint"),
+                                events_cfg.get("topic", ""), self.args.dp_rank)
+
+    def routes(self) -> dict:
+        return {("POST", "/v1/chat/completions"): self.complete, ("POST", "/v1/completions"): self.complete,
+                ("GET", "/v1/models"): lambda *_: (200, {"object": "list", "data": [{"id": self.model}]})}
+
+    def mgmt_routes(self) -> dict:
+        return {("GET", "/status"): lambda *_: (200, {"status": self.status})}
+
+    def complete(self, body: dict, _handler) -> tuple:
+        tokens = self.tokenizer.encode_request(body)
+        cached, event = self.cache.store(tokens)
+        if event and self.publisher:
+            self.publisher.publish([event])
+        a = self.args
+        answer = f"stand-in {a.role} instance {a.instance_id} dp {a.dp_rank}: {len(tokens)} prompt tokens"
+        result = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1,
+                      "prompt_tokens_details": {"cached_tokens": cached}},
+            "motor_sim": {"role": a.role, "instance_id": a.instance_id, "dp_rank": a.dp_rank, "cached_tokens": cached},
+        }
+        if a.role == "prefill":
+            # What vLLM's PD connectors hand back for the decode step.
+            result["kv_transfer_params"] = {"remote_engine_id": a.instance_id, "remote_host": a.host,
+                                            "remote_dp_rank": a.dp_rank, "do_remote_prefill": True}
+        return 200, result
+
+
+def main(argv: list[str] | None = None) -> None:
+    install_fault_knobs(COMPONENT)
+    log_received(COMPONENT)
+    args = parse_args(argv)
+    engine_config = engine_section(load_user_config(args.config_path), args.role).get("engine_config") or {}
+    devices = check_devices(engine_config)
+    log(COMPONENT, "NPUs found", devices=devices, dp_rank=args.dp_rank, instance_id=args.instance_id)
+    engine = Engine(args, engine_config)
+    serve(f"{COMPONENT}-{args.dp_rank}", args.port, engine.routes(), host=args.host)
+    serve(f"{COMPONENT}-{args.dp_rank}-mgmt", args.mgmt_port, engine.mgmt_routes(), host=args.host)
+    engine.status = "normal"
+    log(COMPONENT, "engine ready", role=args.role, dp_rank=args.dp_rank, port=args.port, mgmt_port=args.mgmt_port)
+    wait_forever()
+
+
+if __name__ == "__main__":
+    main()

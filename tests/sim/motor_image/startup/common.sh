@@ -1,0 +1,57 @@
+#!/bin/bash
+# Sourced by boot.sh. Applies the injected set_common_env, copies user_config.json from the config
+# dir to CONFIG_PATH (and keeps syncing it, like PyMotor), and defines helpers for role scripts.
+
+# require_env_function NAME FILE: the deployer must have injected NAME into FILE.
+require_env_function() {
+  local name=$1 file=$2
+  if ! declare -F "$name" >/dev/null; then
+    echo "[boot] ERROR: shell function $name is not defined: the deployer must inject it into" \
+      "$CONFIGMAP_PATH/$file (export lines for this role's env)" >&2
+    exit 1
+  fi
+  echo "[boot] applying $name"
+  "$name"
+}
+
+require_env_function set_common_env common.sh
+
+user_config_src="$CONFIGMAP_PATH/user_config.json"
+if [ ! -f "$user_config_src" ]; then
+  echo "[boot] ERROR: $user_config_src not found" >&2
+  exit 1
+fi
+mkdir -p "$CONFIG_PATH"
+chmod 750 "$CONFIG_PATH"
+export USER_CONFIG_PATH="$CONFIG_PATH/user_config.json"
+cp "$user_config_src" "$USER_CONFIG_PATH"
+echo "[boot] user_config copied to $USER_CONFIG_PATH"
+
+# Components watch USER_CONFIG_PATH; PyMotor re-copies it every CONFIG_SYNC_INTERVAL seconds.
+(
+  while sleep "${CONFIG_SYNC_INTERVAL:-10}"; do
+    cp "$user_config_src" "$USER_CONFIG_PATH.tmp" && mv "$USER_CONFIG_PATH.tmp" "$USER_CONFIG_PATH"
+  done
+) &
+echo $! >"$CONFIG_PATH/user_config_sync.pid"
+
+# Log directories under MOTOR_LOG_ROOT_PATH/MODEL_NAME/SERVICE_ID, as PyMotor lays them out.
+setup_log_dirs() {
+  local root="${MOTOR_LOG_ROOT_PATH:-/root/ascend/log}/${MODEL_NAME:-model}/${SERVICE_ID:-service}"
+  export MOTOR_LOG_PATH="$root/motor" ASCEND_WORK_PATH="$root/ascend_work_path" ASCEND_CACHE_PATH="$root/ascend_cache_path"
+  mkdir -p "$MOTOR_LOG_PATH" "$ASCEND_WORK_PATH" "$ASCEND_CACHE_PATH"
+}
+
+# Driver libraries (bind-mounted from the host on real clusters).
+set_cann_env() {
+  local driver="${CANN_INSTALL_PATH:-/usr/local/Ascend}/driver"
+  export LD_LIBRARY_PATH="$driver/lib64/common:$driver/lib64/driver:${LD_LIBRARY_PATH:-}"
+  export PATH="$PATH:$driver/tools"
+}
+
+# Engines with a KV pool get MOONCAKE_CONFIG_PATH, written from kv_cache_pool_config.
+gen_kv_pool_config() {
+  [ -n "${KVP_MASTER_SERVICE:-}" ] || return 0
+  python3 "$CONFIGMAP_PATH/mooncake_config.py" pool "$USER_CONFIG_PATH" "$CONFIG_PATH/kv_cache_pool_config.json"
+  export MOONCAKE_CONFIG_PATH="$CONFIG_PATH/kv_cache_pool_config.json"
+}
