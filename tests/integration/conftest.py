@@ -7,8 +7,16 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+# The tests import the simulation tooling and their shared helpers as plain modules.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+for _sub in ("tests/integration", "tests/sim", "tests/sim/motor_image", "tests/fixtures/mooncake"):
+    if str(REPO_ROOT / _sub) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT / _sub))
 
 
 def pytest_configure(config):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -21,9 +20,8 @@ import pytest
 import requests
 import zmq
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT / "tests" / "fixtures" / "mooncake"))
-import build_conductor  # noqa: E402
+import build_conductor
+from support import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -37,15 +35,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-def wait_for(predicate, timeout: float = 20, interval: float = 0.2, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Publisher:

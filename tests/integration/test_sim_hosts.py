@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT / "tests" / "sim"))
-import simctl  # noqa: E402
+import simctl
 
 pytestmark = pytest.mark.docker
 

@@ -15,22 +15,19 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-for sub in ("tests/sim", "tests/sim/motor_image", "tests/fixtures/mooncake"):
-    sys.path.insert(0, str(REPO_ROOT / sub))
-import build_conductor  # noqa: E402
-import simctl  # noqa: E402
+import build_conductor
+import simctl
+from motor_sim.tokenizer import Tokenizer
+from support import wait_for
 
-from motor_sim.tokenizer import Tokenizer  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(name: str, path: Path):
@@ -159,15 +156,6 @@ def patched_image(base: str, binary: Path) -> str:
     standin_build.remove_stale_tags(tag.split(":")[0], keep=tag)
     return tag
 
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def get_json(url: str) -> dict | None:
