@@ -1,0 +1,137 @@
+"""Day-2 verbs on a small simulated cluster: one A2 engine host (1 P x 4 NPUs + 1 D x 4 NPUs) and a control host,
+deployed with playbooks/deploy.yml, then verify, status, stop, destroy and collect_logs (prefix pymotor-ops)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import simctl
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = "pymotor-ops"
+IMAGE = "local/pymotor-ops:test"
+JOB = "ops-job"
+SECRET = "FAKE-SECRET-9f3a1c"
+VENV_BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.docker
+
+
+def playbook(name: str, inventory: Path, config_dir: Path, *extra: str, check: bool = True):
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), f"playbooks/{name}",
+            "-e", f"motor_config_dir={config_dir}", "-e", f"motor_image={IMAGE}",
+            "-e", f"motor_plan_output={config_dir}/motor_plan.json", *extra]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
+           "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
+    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    if check:
+        assert result.returncode == 0, f"{name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
+    return result
+
+
+def recap_changed(output: str) -> int:
+    total = 0
+    for line in output.splitlines():
+        if "changed=" in line and "ok=" in line:
+            total += int(line.split("changed=")[1].split()[0])
+    return total
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("day2")
+    subprocess.run([sys.executable, str(REPO / "extensions/molecule/pd_separation/standin_image.py"), IMAGE],
+                   check=True, capture_output=True, text=True)
+    config_dir = tmp / "config"
+    config_dir.mkdir()
+    user = json.loads((REPO / "examples/seed_pd_separation/user_config.json").read_text())
+    user["motor_deploy_config"]["job_id"] = JOB
+    user["motor_deploy_config"]["image_name"] = IMAGE
+    user["motor_controller_config"] = {"api_key": SECRET}
+    (config_dir / "user_config.json").write_text(json.dumps(user, indent=2))
+    (config_dir / "env.json").write_text((REPO / "examples/seed_pd_separation/env.json").read_text())
+    simctl.down(PREFIX)
+    try:
+        hosts = simctl.up(1, "800I_A2", PREFIX, control=True)
+        simctl.load_image(PREFIX, IMAGE)
+        inventory = tmp / "hosts.yml"
+        simctl.write_inventory(hosts, inventory)
+        playbook("deploy.yml", inventory, config_dir, "-e", "motor_service_ready_timeout=240")
+        yield {"hosts": hosts, "inventory": inventory, "config": config_dir, "tmp": tmp}
+    finally:
+        simctl.down(PREFIX)
+
+
+def test_verify_passes_with_full_affinity(cluster):
+    report_path = cluster["tmp"] / "report.json"
+    result = playbook("verify.yml", cluster["inventory"], cluster["config"], "-e", f"motor_verify_report={report_path}")
+    report = json.loads(report_path.read_text())
+    assert report["passed"], report
+    assert report["affinity"]["fraction"] == 1.0 and report["affinity"]["shared_total"] >= 3
+    series = report["affinity"]["longest_matched"]
+    assert series[0] == 0 < series[-1]
+    assert report["kv_events"]["block_stored"] > 0 and report["kv_events"]["decode_errors"] == 0
+    assert report["kv_format"]["compatible"] is True and report["kv_format"]["shape"] == "array"
+    assert len(report["containers"]) == 6 and all(c["restarts"] == 0 for c in report["containers"])
+    assert "checks passed, 0 failed" in result.stdout
+
+
+def test_status_lists_every_container(cluster):
+    out = cluster["tmp"] / "status.json"
+    playbook("status.yml", cluster["inventory"], cluster["config"], "-e", f"motor_status_output={out}")
+    rows = json.loads(out.read_text())
+    names = {r["container"] for r in rows}
+    assert names == {f"{JOB}-{n}" for n in ("controller", "coordinator", "kv-conductor", "kv-pool", "p0-0", "d0-0")}
+    assert all(r["state"] == "running" for r in rows)
+    assert {r["npus"] for r in rows if r["role"] in ("prefill", "decode")} == {"0,1,2,3", "4,5,6,7"}
+
+
+def test_collect_logs_masks_secrets(cluster):
+    dest = cluster["tmp"] / "bundles"
+    playbook("collect_logs.yml", cluster["inventory"], cluster["config"], "-e", f"motor_logs_dest={dest}")
+    archives = list(dest.glob(f"pymotor-logs-{JOB}-*.tar.gz"))
+    assert len(archives) == 1 and (archives[0].stat().st_mode & 0o777) == 0o600
+    with tarfile.open(archives[0]) as tar:
+        names = tar.getnames()
+        contents = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+    assert any(n.endswith(f"logs/{JOB}-coordinator.log") for n in names)
+    assert any(n.endswith(f"{JOB}-p0-0/user_config.json") for n in names)
+    assert any(n.endswith("npu-smi-info.txt") for n in names) and any(n.endswith("docker-info.txt") for n in names)
+    assert SECRET.encode() not in contents and b"********" in contents
+
+
+def test_stop_is_idempotent(cluster):
+    first = playbook("stop.yml", cluster["inventory"], cluster["config"])
+    assert recap_changed(first.stdout) == 3  # tasks: engines on the engine host, control plane + KV pool on ctl
+    second = playbook("stop.yml", cluster["inventory"], cluster["config"])
+    assert recap_changed(second.stdout) == 0
+    ctl = [h for h in cluster["hosts"] if h["name"].endswith("-ctl")][0]["name"]
+    _, out = simctl.host_exec(ctl, f"docker ps -a --filter label=io.pymotor.job={JOB} --format '{{{{.State}}}}'")
+    assert out.split() and set(out.split()) == {"exited"}
+
+
+def test_destroy_needs_confirmation_and_spares_other_jobs(cluster):
+    engine = [h for h in cluster["hosts"] if not h["name"].endswith("-ctl")][0]["name"]
+    rc, out = simctl.host_exec(engine, f"docker run -d --name decoy-other-job --label io.pymotor.job=other-job "
+                                       f"--label io.pymotor.role=prefill --entrypoint sleep {IMAGE} 600")
+    assert rc == 0, out
+    refused = playbook("destroy.yml", cluster["inventory"], cluster["config"], check=False)
+    assert refused.returncode != 0 and "motor_destroy_confirm" in refused.stdout
+    wrong = playbook("destroy.yml", cluster["inventory"], cluster["config"], "-e", "motor_destroy_confirm=other-job",
+                     check=False)
+    assert wrong.returncode != 0
+    playbook("destroy.yml", cluster["inventory"], cluster["config"], "-e", f"motor_destroy_confirm={JOB}")
+    for host in cluster["hosts"]:
+        _, out = simctl.host_exec(host["name"], f"docker ps -a --filter label=io.pymotor.job={JOB} -q")
+        assert out.strip() == ""
+        rc, _ = simctl.host_exec(host["name"], f"test -e /etc/pymotor/{JOB}")
+        assert rc != 0
+    _, out = simctl.host_exec(engine, "docker ps --filter name=decoy-other-job --format '{{.Names}}'")
+    assert out.strip() == "decoy-other-job"

@@ -1,0 +1,143 @@
+"""Unit tests of plugins/plugin_utils/motor_ops.py (pure functions of the day-2 verbs)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_ops as ops
+
+ARRAY_BATCH = [1.0, [["BlockStored", [2 ** 63 + 1], None, list(range(128)), 128, None, "GPU", None]], 0]
+MAP_BATCH = [1.0, [{"type": "BlockStored", "block_hashes": [1], "medium": "GPU"}], 0]
+LEGACY_BATCH = [1.0, [["BlockStored", [1], None, list(range(128)), 128]], 0]
+
+
+def plan():
+    def engine(name, role, ip, ranks, tier=2):
+        return {"name": name, "host": "h1", "ip": ip, "role": role, "tier": tier, "dp_ranks": ranks,
+                "endpoints": [{"dp_rank": r, "mgmt_port": 10001 + 2 * i} for i, r in enumerate(ranks)]}
+    return {"job_id": "j", "affinity": True, "controller": {"ip": "10.0.0.2"}, "coordinator": {"ip": "10.0.0.2"},
+            "kv_conductor": {"ip": "10.0.0.2", "port": 13333},
+            "kv_events": {"role": "prefill", "endpoint_port": 5557, "replay_port": 6667},
+            "containers": [
+                {"name": "j-controller", "host": "ctl", "ip": "10.0.0.2", "role": "controller", "tier": 1},
+                engine("j-p0-0", "prefill", "10.0.0.1", [0, 1]),
+                engine("j-d0-0", "decode", "10.0.0.1", [0, 1])]}
+
+
+def good_raw():
+    eps = ["tcp://10.0.0.1:5557", "tcp://10.0.0.1:5558"]
+    return {
+        "image_ids": {"h1": "sha256:a", "ctl": "sha256:a"},
+        "containers": {n: {"exists": True, "running": True, "status": "running", "image": "sha256:a", "restarts": 0}
+                       for n in ("j-controller", "j-p0-0", "j-d0-0")},
+        "controller": {"status": 200}, "coordinator": {"status": 200, "json": {"ready": True}},
+        "node_managers": {"j-p0-0": {"status": 200, "json": {"status": True}},
+                          "j-d0-0": {"status": 200, "json": {"status": True}}},
+        "engines": {f"{n}/{r}": {"status": 200, "json": {"status": "normal"}} for n in ("j-p0-0", "j-d0-0") for r in (0, 1)},
+        "services": {"services": [{"Endpoint": e} for e in eps]},
+        "inference": {"status": 200},
+        "probe": {"endpoints": {eps[0]: {"block_stored": 3, "decode_errors": 0}, eps[1]: {"block_stored": 0}},
+                  "shared": [{"status": 200, "target": "p0/dp1"}] * 4, "unrelated": [{"status": 200}] * 2,
+                  "longest_matched": [0, 1024, 1024, 1024, 1024], "shapes": ["array"]},
+        "kv_format": ops.kv_format_verdict(None, ["array"]),
+    }
+
+
+def test_mask_secrets_hides_secret_values_only():
+    data = {"api_key": "s1", "nested": [{"password": "s2", "tls_key_file": "/k.pem"}], "max_tokens": 5,
+            "token_ids": [1, 2], "empty_token": "", "name": "x", "auth": {"token": "s3"}}
+    masked = ops.mask_secrets(data)
+    text = json.dumps(masked)
+    assert "s1" not in text and "s2" not in text and "s3" not in text and "/k.pem" not in text
+    assert masked["max_tokens"] == 5 and masked["token_ids"] == [1, 2] and masked["empty_token"] == ""
+    assert masked["name"] == "x" and data["api_key"] == "s1"  # input untouched
+
+
+def test_mask_text_and_document():
+    assert "hunter2" not in ops.mask_text('login password=hunter2 and "api_key": "abc"')
+    assert "abc" not in ops.mask_text('"api_key": "abc"')
+    doc = ops.mask_document('{"motor_controller_config": {"api_key": "abc"}}')
+    assert "abc" not in doc and json.loads(doc)["motor_controller_config"]["api_key"] == ops.MASK
+    assert ops.mask_document("plain log line") == "plain log line"
+
+
+@pytest.mark.parametrize(("batch", "shape"), [
+    (ARRAY_BATCH, "array"), (MAP_BATCH, "map"), (LEGACY_BATCH, "legacy"), ({"ts": 1, "events": []}, "map"),
+    ([1.0, [], 0], "empty"), ("x", "unknown")])
+def test_kv_event_shape(batch, shape):
+    assert ops.kv_event_shape(batch) == shape
+
+
+@pytest.mark.parametrize(("version", "shapes", "compatible", "source"), [
+    (None, ["array"], True, "captured event"),
+    ("0.20.0", ["map"], False, "captured event"),   # a captured event beats the version
+    ("0.26.0", None, False, "vllm version"),
+    ("0.27.1+ascend", [], False, "vllm version"),
+    ("0.10.2", None, False, "vllm version"),
+    ("0.11.0rc1", None, True, "vllm version"),
+    (None, ["empty"], None, "none"),
+    (None, ["legacy"], False, "captured event"),
+])
+def test_kv_format_verdict(version, shapes, compatible, source):
+    verdict = ops.kv_format_verdict(version, shapes)
+    assert verdict["compatible"] is compatible and verdict["source"] == source and verdict["reason"]
+
+
+def test_map_verdict_explains_the_conductor():
+    reason = ops.kv_format_verdict("0.26.0")["reason"]
+    assert "42892" in reason and "array" in reason
+
+
+def test_verify_report_passes_on_a_healthy_job():
+    report = ops.verify_report(plan(), good_raw())
+    assert report["passed"], [c for c in report["checks"] if not c["ok"]]
+    assert report["affinity"]["fraction"] == 1.0 and report["kv_events"]["block_stored"] == 3
+    assert "0 failed" in ops.verify_table(report)
+
+
+@pytest.mark.parametrize(("mutate", "failing"), [
+    (lambda r: r["containers"]["j-p0-0"].update(running=False, status="exited"), "container running with the planned image"),
+    (lambda r: r["containers"]["j-d0-0"].update(image="sha256:b"), "container running with the planned image"),
+    (lambda r: r["coordinator"].update(json={"ready": False}), "coordinator ready"),
+    (lambda r: r["engines"].update({"j-d0-0/1": {"status": -1, "json": {}}}), "engine status normal"),
+    (lambda r: r["services"].update(services=[{"Endpoint": "tcp://10.0.0.1:5557"}]), "conductor lists every prefill DP rank"),
+    (lambda r: r["probe"]["endpoints"].clear(), "KV events flowing (BlockStored received)"),
+    (lambda r: r["probe"].update(shared=[{"status": 200, "target": "a"}, {"status": 200, "target": "b"}]),
+     "affinity: shared-prefix prompts on one prefill instance"),
+    (lambda r: r["probe"].update(longest_matched=[0, 0, 0]), "affinity: /query longest_matched grows"),
+    (lambda r: r.update(kv_format=ops.kv_format_verdict(None, ["map"])), "KV event format readable by the conductor"),
+    (lambda r: r["inference"].update(status=503), "inference request succeeds"),
+])
+def test_verify_report_fails_each_check(mutate, failing):
+    raw = good_raw()
+    mutate(raw)
+    report = ops.verify_report(plan(), raw)
+    assert not report["passed"]
+    assert failing in {c["check"] for c in report["checks"] if not c["ok"]}
+
+
+def test_http_results_keys():
+    results = [{"item": {"name": "a"}, "status": 200, "json": {"status": True}},
+               {"item": [{"name": "b"}, {"dp_rank": 3}], "status": -1}]
+    assert ops.http_results(results) == {"a": {"status": 200, "json": {"status": True}},
+                                         "b/3": {"status": -1, "json": {}}}
+
+
+def test_status_rows_and_table():
+    info = {"Name": "/j-p0-0", "RestartCount": 2, "Image": "sha256:a",
+            "State": {"Running": True, "Status": "running", "StartedAt": "2026-01-01T00:00:00.123456789Z"},
+            "Config": {"Labels": {"io.pymotor.role": "prefill", "io.pymotor.container": "j-p0-0",
+                                  "io.pymotor.ports": "3026,5557"}},
+            "HostConfig": {"Devices": [{"PathOnHost": "/dev/davinci1"}, {"PathOnHost": "/dev/davinci0"},
+                                       {"PathOnHost": "/dev/davinci_manager"}]}}
+    stopped = {"Name": "/j-controller", "State": {"Running": False, "Status": "exited", "ExitCode": 0},
+               "Config": {"Labels": {"io.pymotor.role": "controller"}}}
+    rows = ops.status_rows({"h1": [info], "ctl": [stopped]}, now="2026-01-01T01:02:03+00:00")
+    assert [r["container"] for r in rows] == ["j-controller", "j-p0-0"]
+    assert rows[1]["uptime"] == "1h2m" and rows[1]["npus"] == "0,1" and rows[1]["restarts"] == 2
+    assert rows[0]["state"] == "exited" and rows[0]["uptime"] == ""
+    table = ops.status_table(rows)
+    assert table.splitlines()[0].split() == ["HOST", "ROLE", "CONTAINER", "STATE", "UPTIME", "RESTARTS", "PORTS", "NPUS"]
+    assert ops.status_table([]) == "no container of this job on the hosts"
