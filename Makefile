@@ -59,7 +59,7 @@ molecule: venv images
 test: venv images unit lint sanity integration molecule
 	@echo "make test: all parts passed"
 
-demo: venv
+demo: venv images
 	bash scripts/demo.sh
 
 clean:

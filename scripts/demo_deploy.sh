@@ -82,5 +82,5 @@ The cluster keeps running. Try it:
   curl -s $(python -c "import json;print(json.load(open('$state/plan.json'))['coordinator']['url'])")/v1/chat/completions \\
     -H 'Content-Type: application/json' -d '{"model":"qwen3-8B","messages":[{"role":"user","content":"hi"}]}'
 Re-deploy (changes nothing): ansible-playbook -i $inventory playbooks/deploy.yml -e motor_config_dir=$config_dir -e motor_image=$image
-Tear it down:               python3 tests/sim/simctl.py down --prefix $prefix
+Tear it down:               .venv/bin/python tests/sim/simctl.py down --prefix $prefix
 EOT
