@@ -70,9 +70,10 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import (
 )
 
 
-def motor_plan(config, hosts):
+def motor_plan(config, hosts, previous=None):
     """Build the deployment plan; raise AnsibleFilterError listing every problem."""
     try:
+        # TODO(sticky): pass previous once build_plan keeps existing placements
         return build_plan(config, hosts)
     except MotorPlanError as err:
         raise AnsibleFilterError(str(err)) from err
