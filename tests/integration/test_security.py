@@ -131,9 +131,6 @@ def test_collect_logs_bundle_holds_no_secret(cluster):
     assert tls["tls_key"] == tls["tls_key_password"] == "********"
 
 
-@pytest.mark.xfail(strict=True, reason="deploy -v prints the plan and user_config with their secrets: the set_fact "
-                   "results of validate.yml / plan.yml and the loop items of motor_service 'Start the containers of "
-                   "the tier' (see the report for the fix; drop this marker with it)")
 def test_verbose_deploy_output_holds_no_secret(cluster):
     output = cluster["deploy_output"]
     leaks = sorted({task for task, chunk in re.findall(r"TASK \[([^\]]+)\][^\n]*\n(.*?)(?=\nTASK \[|\Z)", output,
