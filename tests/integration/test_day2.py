@@ -19,6 +19,8 @@ PREFIX = "pymotor-ops"
 IMAGE = "local/pymotor-ops:test"
 JOB = "ops-job"
 SECRET = "FAKE-SECRET-9f3a1c"
+TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-5d90ab-----END PRIVATE KEY-----"  # noqa: S105  (test data)
+TLS_PASSWORD = "FAKE-TLSPASS-7e21c4"  # noqa: S105
 VENV_BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.docker
@@ -55,6 +57,8 @@ def cluster(tmp_path_factory):
     user["motor_deploy_config"]["job_id"] = JOB
     user["motor_deploy_config"]["image_name"] = IMAGE
     user["motor_controller_config"] = {"api_key": SECRET}
+    user["motor_deploy_config"]["tls_config"] = {"mgmt_tls_config": {
+        "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD}}
     (config_dir / "user_config.json").write_text(json.dumps(user, indent=2))
     (config_dir / "env.json").write_text((REPO / "examples/seed_pd_separation/env.json").read_text())
     simctl.down(PREFIX)
@@ -104,7 +108,15 @@ def test_collect_logs_masks_secrets(cluster):
     assert any(n.endswith(f"logs/{JOB}-coordinator.log") for n in names)
     assert any(n.endswith(f"{JOB}-p0-0/user_config.json") for n in names)
     assert any(n.endswith("npu-smi-info.txt") for n in names) and any(n.endswith("docker-info.txt") for n in names)
-    assert SECRET.encode() not in contents and b"********" in contents
+    for secret in (SECRET, TLS_KEY, TLS_PASSWORD):
+        assert secret.encode() not in contents, secret
+    assert b"********" in contents
+    with tarfile.open(archives[0]) as tar:
+        config = next(m for m in tar.getmembers() if m.name.endswith(f"{JOB}-p0-0/user_config.json"))
+        masked = json.loads(tar.extractfile(config).read())
+    assert masked["motor_controller_config"]["api_key"] == "********"
+    tls = masked["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]
+    assert tls["tls_key"] == tls["tls_key_password"] == "********"
 
 
 def test_stop_is_idempotent(cluster):
