@@ -169,6 +169,15 @@ def _as_int(value):
     return None
 
 
+def _kind(value) -> str:
+    """The YAML/JSON kind of a value: Ansible hands over its own subclasses of dict, list, str, int..."""
+    for types, name in ((bool, "a boolean"), (dict, "a mapping"), ((list, tuple), "a list"), (str, "a string"),
+                        (int, "an integer"), (float, "a number")):
+        if isinstance(value, types):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
 def _truthy(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
@@ -204,7 +213,7 @@ def _parse_int_list(value, path, what, problems, lo, hi):
     if isinstance(value, (int, str)) and not isinstance(value, bool):
         items = [value]
     if not isinstance(items, (list, tuple)):
-        problems.append(Problem(path, f"must be a list of {what}, got {type(value).__name__}",
+        problems.append(Problem(path, f"must be a list of {what}, got {_kind(value)}",
                                 f"e.g. [1, 2] or \"{lo}-{lo + 3}\""))
         return None
     ranges = []
@@ -247,6 +256,27 @@ def _dig(data, *keys):
             return None
         data = data.get(key)
     return data
+
+
+def _obj(value):
+    """``value`` when it is a mapping, else an empty one (the planner never trusts a section's type)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _user_set(mapping, key, path):
+    """``path`` when the user_config sets ``key`` in ``mapping`` (the port search starts from it), else None."""
+    return path if isinstance(mapping, dict) and _as_int(mapping.get(key)) else None
+
+
+def _room_below(hosts, preferred, length):
+    """True when ``length`` ports starting below ``preferred`` are free on every host."""
+    start = PORT_MIN
+    while start < preferred and start + length - 1 <= PORT_MAX:
+        blocked = [nxt for nxt in (h.blocker(start, length) for h in hosts) if nxt is not None]
+        if not blocked:
+            return True
+        start = max(blocked)
+    return False
 
 
 def _ensure(data, *keys):
@@ -365,7 +395,7 @@ def _parse_hosts(hosts, hw_default, problems, warnings):
         if hvars is None:
             hvars = {}
         if not isinstance(hvars, dict):
-            problems.append(Problem(path, f"must be a mapping of host variables, got {type(hvars).__name__}", ""))
+            problems.append(Problem(path, f"must be a mapping of host variables, got {_kind(hvars)}", ""))
             continue
         host = _Host(str(name), index)
         # address
@@ -535,8 +565,8 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
         spec["dp"] = dp
         spec["dpl"] = dpl
         spec["section"] = eng.get("section") or f"motor_engine_{role}_config"
-        section = self.config["user_config"].get(spec["section"]) or {}
-        engine_config = section.get("engine_config") or {}
+        section = _obj(self.config["user_config"].get(spec["section"]))
+        engine_config = _obj(section.get("engine_config"))
         spec["events"] = self._events_of(engine_config)
         spec["kv"] = self._kv_port_of(engine_config)
         spec["job_names"] = [f"{self.config['job_id']}-{ROLE_LETTER[role]}{i}" for i in range(spec["count"])]
@@ -702,19 +732,26 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
             self.control["kv_pool"] = hosts[2 % n]
 
     # ports ----------------------------------------------------------------------------------
-    def _fail_port(self, host, what):
+    def _fail_port(self, host, what, source=None, preferred=None, hosts=None, length=1):
+        """No free range from ``preferred`` up: blame the user_config value when a lower one would fit, else the
+        host's reservations."""
+        if source is not None and _room_below(hosts or [host], preferred, length):
+            self.problems.append(Problem(source, f"no free TCP port for {what} from {preferred} up to {PORT_MAX} "
+                                                 f"on host {host.name}: the ports above are taken or reserved",
+                                         "use a lower port: the plan searches only upwards from it"))
+            return
         self.problems.append(Problem(f"hosts.{host.name}.motor_reserved_ports",
                                      f"no free TCP port left for {what} in {PORT_MIN}..{PORT_MAX}",
                                      "reserve fewer ports or spread the containers over more hosts"))
 
-    def _alloc(self, host, preferred, length, owner, what):
+    def _alloc(self, host, preferred, length, owner, what, source=None):
         port = host.alloc(preferred, length, owner)
         if port is None:
-            self._fail_port(host, what)
+            self._fail_port(host, what, source, preferred, length=length)
             return preferred
         return port
 
-    def _alloc_common(self, hosts, preferred, length, owner, what):
+    def _alloc_common(self, hosts, preferred, length, owner, what, source=None):
         """Lowest port range free on every host in ``hosts``; ``owner`` maps host -> container name."""
         start = max(preferred, PORT_MIN)
         while start + length - 1 <= PORT_MAX:
@@ -729,7 +766,7 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
                 for host in hosts:
                     host.take(start, length, owner[host.name])
                 return start
-        self._fail_port(hosts[0], what)
+        self._fail_port(hosts[0], what, source, preferred, hosts, length)
         return preferred
 
     def assign_ports(self):
@@ -749,37 +786,44 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
         uc = self.user_config
         coord = self.control["coordinator"]
         cname = self._control_name("coordinator")
-        api = _dig(uc, "motor_coordinator_config", "api_config") or {}
-        workers = _dig(uc, "motor_coordinator_config", "inference_workers_config") or {}
+        api = _obj(_dig(uc, "motor_coordinator_config", "api_config"))
+        workers = _obj(_dig(uc, "motor_coordinator_config", "inference_workers_config"))
         for key, default, label in (("coordinator_api_infer_port", COORDINATOR_INFER_PORT, "coordinator_infer"),
                                     ("coordinator_api_mgmt_port", COORDINATOR_MGMT_PORT, "coordinator_mgmt"),
                                     ("coordinator_obs_port", COORDINATOR_OBS_PORT, "coordinator_obs")):
             preferred = _as_int(api.get(key)) or default
-            ports[label] = self._alloc(coord, preferred, 1, cname, label)
+            ports[label] = self._alloc(coord, preferred, 1, cname, label,
+                                       _user_set(api, key, f"motor_coordinator_config.api_config.{key}"))
             self._warn_moved(label, preferred, ports[label])
         num_workers = _as_int(workers.get("num_workers")) or NUM_WORKERS
         meta_pref = _as_int(workers.get("worker_metaserver_base_port"))
         meta_pref = METASERVER_BASE_PORT if meta_pref is None else meta_pref
         if meta_pref > 0:
-            ports["coordinator_metaserver"] = self._alloc(coord, meta_pref, num_workers, cname, "worker metaserver")
+            ports["coordinator_metaserver"] = self._alloc(
+                coord, meta_pref, num_workers, cname, "worker metaserver",
+                _user_set(workers, "worker_metaserver_base_port",
+                          "motor_coordinator_config.inference_workers_config.worker_metaserver_base_port"))
         else:
             ports["coordinator_metaserver"] = 0
         ports["coordinator_num_workers"] = num_workers
         ctrl = self.control["controller"]
-        capi = _dig(uc, "motor_controller_config", "api_config") or {}
+        capi = _obj(_dig(uc, "motor_controller_config", "api_config"))
         for key, default, label in (("controller_api_port", CONTROLLER_API_PORT, "controller_api"),
                                     ("observability_api_port", CONTROLLER_OBS_PORT, "controller_obs")):
             preferred = _as_int(capi.get(key)) or default
-            ports[label] = self._alloc(ctrl, preferred, 1, self._control_name("controller"), label)
+            ports[label] = self._alloc(ctrl, preferred, 1, self._control_name("controller"), label,
+                                       _user_set(capi, key, f"motor_controller_config.api_config.{key}"))
             self._warn_moved(label, preferred, ports[label])
         if pool_host is not None:
             preferred = _as_int(self.kv_pool.get("port")) or KV_POOL_PORT
-            ports["kv_pool"] = self._alloc(pool_host, preferred, 1, self._control_name("kv_pool"), "kv_pool")
+            ports["kv_pool"] = self._alloc(pool_host, preferred, 1, self._control_name("kv_pool"), "kv_pool",
+                                           "kv_cache_pool_config.port")
             self._warn_moved("kv_pool", preferred, ports["kv_pool"])
         if "kv_conductor" in self.control:
             preferred = _as_int(self.kv_conductor.get("http_server_port")) or CONDUCTOR_PORT
             host = self.control["kv_conductor"]
-            ports["kv_conductor"] = self._alloc(host, preferred, 1, self._control_name("kv_conductor"), "kv_conductor")
+            ports["kv_conductor"] = self._alloc(host, preferred, 1, self._control_name("kv_conductor"), "kv_conductor",
+                                                "kv_conductor_config.http_server_port")
             self._warn_moved("kv_conductor", preferred, ports["kv_conductor"])
         # engines, instance by instance
         by_instance = {}
@@ -845,26 +889,31 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
 
     def _assign_instance_ports(self, role, pods):
         spec = self.engines[role]
-        section = self.user_config.get(spec["section"]) or {}
-        engine_config = section.get("engine_config") or {}
-        nm_cfg = section.get("motor_nodemanger_config") or {}
+        section = _obj(self.user_config.get(spec["section"]))
+        engine_config = _obj(section.get("engine_config"))
+        nm_cfg = _obj(section.get("motor_nodemanger_config"))
+        nm_path = f"{spec['section']}.motor_nodemanger_config"
         hosts = [p["host"] for p in pods]
         owners = {p["host"].name: p["name"] for p in pods}
         dp_pref = _as_int(engine_config.get("data_parallel_rpc_port")) or DP_RPC_PORT
-        dp_rpc = self._alloc_common(hosts, dp_pref, 1, owners, "data_parallel_rpc_port")
+        dp_rpc = self._alloc_common(hosts, dp_pref, 1, owners, "data_parallel_rpc_port",
+                                    _user_set(engine_config, "data_parallel_rpc_port",
+                                              f"{spec['section']}.engine_config.data_parallel_rpc_port"))
         kv_port = None
         if spec["kv"] is not None:
             floor = KV_PORT_FLOOR[self.hw]
             pref = _as_int(spec["kv"]["value"])
+            kv_path = f"{spec['section']}.engine_config.{_dotted(spec['kv']['path'])}.kv_port"
+            kv_source = kv_path if pref is not None and pref >= floor else None
             if pref is None or pref < floor:
                 if pref is not None and role not in self._kv_warned:
                     self._kv_warned.add(role)
                     self.warnings.append(str(Problem(
-                        f"{spec['section']}.engine_config.{_dotted(spec['kv']['path'])}.kv_port",
+                        kv_path,
                         f"{pref} is below {floor}, where the bare-metal plan starts kv_port on {self.hw}; planned from {floor}",
                         f"set kv_port to {floor} or more to silence this")))
                 pref = floor
-            kv_port = self._alloc_common(hosts, pref, spec["npus"], owners, "kv_port")
+            kv_port = self._alloc_common(hosts, pref, spec["npus"], owners, "kv_port", kv_source)
         nm_pref = _as_int(_dig(nm_cfg, "api_config", "node_manager_port")) or NODE_MANAGER_PORT[role]
         base_pref = _as_int(_dig(nm_cfg, "endpoint_config", "base_port")) or ENGINE_BASE_PORT
         own_events = spec["events"] if role != self.events_role else None
@@ -873,8 +922,12 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
             name = pod["name"]
             pod["dp_rpc"] = dp_rpc
             pod["kv_port"] = kv_port
-            pod["node_manager"] = self._alloc(host, nm_pref, 1, name, "node_manager_port")
-            pod["engine_base"] = self._alloc(host, base_pref, 2 * spec["dpl"], name, "engine base_port")
+            pod["node_manager"] = self._alloc(host, nm_pref, 1, name, "node_manager_port",
+                                              _user_set(_dig(nm_cfg, "api_config"), "node_manager_port",
+                                                        f"{nm_path}.api_config.node_manager_port"))
+            pod["engine_base"] = self._alloc(host, base_pref, 2 * spec["dpl"], name, "engine base_port",
+                                             _user_set(_dig(nm_cfg, "endpoint_config"), "base_port",
+                                                       f"{nm_path}.endpoint_config.base_port"))
             first = pod["dp_ranks"][0]
             if role == self.events_role:
                 pod["kv_events"] = self.shared_ports["kv_events"]
