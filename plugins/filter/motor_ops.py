@@ -23,7 +23,8 @@ description:
     C(motor_ops_mask_document(text)) in a JSON document (else free text);
     C(motor_ops_kv_shape(batch)) classifies one decoded KV-event batch (array, map, legacy, empty, unknown) and
     C(motor_ops_kv_verdict(vllm_version, shapes)) says whether the Mooncake conductor can read those events;
-    C(motor_ops_kv_endpoints(plan)) lists the KV-event endpoint of every publishing DP rank and
+    C(motor_ops_kv_endpoints(plan)) lists the KV-event endpoint of every publishing DP rank,
+    C(motor_ops_status_ok(body)) says whether a node manager / engine status answer means healthy and
     C(motor_ops_http(results)) turns the results of a C(ansible.builtin.uri) loop into a dict of item key to
     status and json.
 positional: _input, raw
@@ -75,6 +76,8 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_ops import (
+    expected_kv_endpoints,
+    status_ok,
     http_results,
     kv_endpoint_urls,
     kv_event_shape,
@@ -141,9 +144,16 @@ def motor_ops_http(results):
     return http_results(results)
 
 
-def motor_ops_kv_endpoints(plan):
-    """The KV-event endpoints of every publishing DP rank of the plan."""
-    return kv_endpoint_urls(plan)
+def motor_ops_kv_endpoints(plan, containers=None):
+    """The KV-event endpoints of every publishing DP rank of the plan (only of the named containers if given)."""
+    if containers is None:
+        return kv_endpoint_urls(plan)
+    return [e["endpoint"] for e in expected_kv_endpoints(plan) if e["container"] in containers]
+
+
+def motor_ops_status_ok(body):
+    """Whether a node manager or engine /status answer means healthy."""
+    return status_ok(body)
 
 
 class FilterModule:
@@ -163,4 +173,5 @@ class FilterModule:
             "motor_ops_kv_verdict": motor_ops_kv_verdict,
             "motor_ops_http": motor_ops_http,
             "motor_ops_kv_endpoints": motor_ops_kv_endpoints,
+            "motor_ops_status_ok": motor_ops_status_ok,
         }

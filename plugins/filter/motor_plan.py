@@ -21,8 +21,10 @@ description:
     its port fields rewritten.
   - "Raises an error listing every problem, one per line, formatted as <path>: <what is wrong> (<hint>)."
   - The domain logic lives in C(plugins/plugin_utils/motor_plan.py); see C(docs/design.md) for the full contract.
+  - With O(previous), the current placement, scaling or reconfiguring keeps the running containers where they
+    are, so that only the added or removed ones change (see O(previous)).
   - The companion filter C(pymotor.ascend.motor_plan_table) renders a plan as a text table.
-positional: _input, hosts
+positional: _input, hosts, previous
 options:
   _input:
     description:
@@ -37,12 +39,36 @@ options:
       - A host without C(group_names) counts as a member of both groups. V(null) values count as absent.
     type: dict
     required: true
+  previous:
+    description:
+      - The current placement, to scale or reconfigure without moving running containers. Mapping of container
+        name to C(host) (inventory hostname), C(npu_ids) and C(port_map), as in the plan's own containers
+        (other keys are ignored, so the containers of the previous plan keyed by name will do).
+      - An engine instance whose pods can all stay (same host, still an engine host of the hardware type, same
+        NPU count, NPUs still in C(motor_npu_ids), free, contiguous, die pairs on 800I A3, pods on distinct hosts,
+        no two publishing pods with the same DP ranks on a host) keeps its hosts and NPUs; those are reserved
+        before the other instances are placed first fit. Otherwise the whole instance is placed as new.
+      - Containers that stay on their host keep their previous ports, and the KV-event base port is kept, where
+        still free, not reserved and not below the configured preferred value. An unchanged container is then
+        identical in the new plan, except for the instance counts in C(motor_deploy_config).
+      - Unusable or unknown entries are ignored, never an error. When the kept containers leave no room for the
+        rest, the plan is built as without O(previous) and a C(previous) warning says so.
+      - V(null) or an empty mapping gives the same plan as without it.
+    type: dict
+    required: false
+    default: null
 """
 
 EXAMPLES = r"""
 - name: Build the plan
   ansible.builtin.set_fact:
     motor_plan_result: "{{ motor_normalized_config | pymotor.ascend.motor_plan(motor_plan_hosts) }}"
+
+- name: Scale without moving the running containers (previous plan saved as JSON)
+  ansible.builtin.set_fact:
+    motor_plan_result: >-
+      {{ motor_normalized_config | pymotor.ascend.motor_plan(motor_plan_hosts,
+           previous=dict(motor_old_plan.containers | map(attribute='name') | zip(motor_old_plan.containers))) }}
 
 - name: Print it as a table
   ansible.builtin.debug:
@@ -70,10 +96,10 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import (
 )
 
 
-def motor_plan(config, hosts):
-    """Build the deployment plan; raise AnsibleFilterError listing every problem."""
+def motor_plan(config, hosts, previous=None):
+    """Build the deployment plan (keeping the ``previous`` placement where possible); raise AnsibleFilterError."""
     try:
-        return build_plan(config, hosts)
+        return build_plan(config, hosts, previous)
     except MotorPlanError as err:
         raise AnsibleFilterError(str(err)) from err
 

@@ -305,7 +305,8 @@ def _check(name, target, ok, detail=""):
     return {"check": name, "target": target, "ok": bool(ok), "detail": str(detail)}
 
 
-def _status_ok(body) -> bool:
+def status_ok(body) -> bool:
+    """A node manager / engine status answer that means healthy (``{"status": true}`` or ``"normal"``...)."""
     if isinstance(body, dict):
         value = body.get("status")
         return value is True or str(value).lower() in ("normal", "ok", "healthy", "true", "running")
@@ -352,13 +353,13 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
             continue
         got = (raw.get("node_managers") or {}).get(c["name"]) or {}
         checks.append(_check("node manager status normal", c["name"],
-                             got.get("status") == 200 and _status_ok(got.get("json")),
+                             got.get("status") == 200 and status_ok(got.get("json")),
                              f"HTTP {got.get('status')} {got.get('json')}"))
         for ep in c.get("endpoints", []):
             key = f"{c['name']}/{ep['dp_rank']}"
             got = (raw.get("engines") or {}).get(key) or {}
             checks.append(_check("engine status normal", key,
-                                 got.get("status") == 200 and _status_ok(got.get("json")),
+                                 got.get("status") == 200 and status_ok(got.get("json")),
                                  f"HTTP {got.get('status')} {got.get('json')}"))
 
     expected = expected_kv_endpoints(plan)

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Deployment plan for PyMotor on bare metal: hosts, NPUs and ports of every container.
 
-``build_plan(config, hosts)`` is pure (no I/O, no Ansible objects) and deterministic.
+``build_plan(config, hosts, previous=None)`` is pure (no I/O, no Ansible objects) and deterministic.
 
 Input
 -----
@@ -22,6 +22,10 @@ Input
     ``group_names``            Ansible group names; ``motor_engine_hosts`` / ``motor_control_hosts`` decide
                                the role of the host.  A host without ``group_names`` counts as both.
     ``None`` values count as absent.
+``previous`` (optional)
+    the current placement, ``{container name: {"host": ..., "npu_ids": [...], "port_map": {...}}}`` as the plan
+    emits it (``placement_of(plan)``; other keys are ignored): see "Sticky placement" below.  ``None`` or ``{}``
+    gives the plan without it.
 
 Output (plain JSON-serialisable dict)
 ------
@@ -49,6 +53,20 @@ Rules
   A2 / 36000 on A3); when taken, the next free value is used.  Ports that peers of one instance must
   agree on (``data_parallel_rpc_port``, ``kv_port``) are the same on all pods of the instance.
   The plan checks this invariant at the end and raises ``MotorPlanError`` if it does not hold.
+
+Sticky placement (``previous``: scale / reconfigure without moving running containers)
+* An engine instance keeps the hosts and NPUs ``previous`` gives its pods when every pod's entry is usable:
+  an engine host of the config's hardware type, the pod's NPU count, a contiguous block (even start on A3
+  for even counts) of free ids from ``motor_npu_ids``, pods on distinct hosts, no publishing rank clash.
+  Such instances are reserved (roles, then instances in order) before any other is placed first fit;
+  otherwise the whole instance is placed as new.  Unusable entries are ignored, never an error.
+* Containers that stay on their host (kept engine pods; control-plane containers on the same host) take
+  their previous ports first, each where still in range, not reserved, free and not below the current
+  preferred value (a raised setting wins); instance-wide ports only when equal on all pods.  The KV-event
+  (replay) base most previous publishing pods had is kept when free for every rank.  Everything else is
+  allocated as above.  An unchanged container so comes out identical but for the instance counts.
+* If the kept containers leave no room (placement or ports fail), the plan is built without ``previous``
+  and gets a ``previous: ...`` warning; errors of the config or inventory itself are raised as usual.
 """
 
 from __future__ import annotations
@@ -480,7 +498,7 @@ def _parse_hosts(hosts, hw_default, problems, warnings):
 
 
 class _Planner:  # pylint: disable=too-many-instance-attributes
-    def __init__(self, config, hosts):
+    def __init__(self, config, hosts, previous=None):
         self.problems = []
         self.warnings = []
         self.config = config
@@ -519,6 +537,9 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
         self._kv_warned = set()
         self._env_warned = set()
         self._host_index = {h.name: h for h in self.hosts}
+        # the current placement (sticky scale / reconfigure): name -> {host, npu_ids, port_map}
+        self.previous = previous if isinstance(previous, dict) else {}
+        self.kept = set()  # (role, instance) of the engine instances kept where previous puts them
 
     # validation of the motor_config output --------------------------------------------------
     def _check_config(self):
@@ -627,9 +648,12 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
                                          f"add engine hosts, list more motor_npu_ids, or lower the counts{self._availability()}"))
         if self.problems:
             return
+        self._keep_previous_placement()
         nxt = {}
         for role, spec in self.engines.items():
             for inst in range(spec["count"]):
+                if (role, inst) in self.kept:
+                    continue
                 if not self._place_instance(role, spec, inst, nxt):
                     keys = DEPLOY_KEYS[role]
                     why = self._shortage_message(total_need, available)
@@ -705,12 +729,80 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
             if publishing:
                 host.event_ranks.update(ranks)
             chosen.append(found)
-            self.pods.append({
-                "role": role, "instance": inst, "pod": pod, "host": host, "npu_ids": npus,
-                "dp_ranks": ranks, "job_name": job_name,
-                "name": f"{self.job_id}-{ROLE_LETTER[role]}{inst}-{pod}",
-            })
+            self._add_pod(role, inst, pod, host, npus, ranks, job_name)
         return True
+
+    def _pod_name(self, role, inst, pod):
+        return f"{self.job_id}-{ROLE_LETTER[role]}{inst}-{pod}"
+
+    def _add_pod(self, role, inst, pod, host, npus, ranks, job_name):
+        self.pods.append({
+            "role": role, "instance": inst, "pod": pod, "host": host, "npu_ids": npus,
+            "dp_ranks": ranks, "job_name": job_name, "name": self._pod_name(role, inst, pod),
+        })
+
+    def _previous_entry(self, name, host=None):
+        """The previous entry of container ``name`` (a dict), only when it was on ``host`` if given."""
+        entry = self.previous.get(name)
+        if not isinstance(entry, dict):
+            return None
+        if host is not None and entry.get("host") != host.name:
+            return None
+        return entry
+
+    def _previous_port(self, name, key, host):
+        """port_map[key] of the previous entry of ``name`` when it was on ``host``, else None."""
+        entry = self._previous_entry(name, host)
+        port_map = entry.get("port_map") if entry is not None else None
+        return _as_int(port_map.get(key)) if isinstance(port_map, dict) else None
+
+    def _previous_slot(self, name, count, align, engine_hosts):
+        """(host, npu_ids) where ``previous`` puts pod ``name`` when that is still a valid block, else None."""
+        entry = self._previous_entry(name)
+        if entry is None or not isinstance(entry.get("host"), str):
+            return None
+        host = engine_hosts.get(entry["host"])
+        raw = entry.get("npu_ids")
+        if host is None or not isinstance(raw, list) or len(raw) != count:
+            return None
+        npus = [_as_int(n) for n in raw]
+        if None in npus:
+            return None
+        npus.sort()
+        if npus != list(range(npus[0], npus[0] + count)) or npus[0] % align:
+            return None
+        if not all(host.free.get(n) for n in npus):
+            return None
+        return host, npus
+
+    def _keep_previous_placement(self):
+        """Reserve, before any first fit, every instance whose pods can all stay where ``previous`` puts them."""
+        if not self.previous:
+            return
+        engine_hosts = {h.name: h for h in self.engine_hosts}
+        for role, spec in self.engines.items():
+            count = spec["npus"]
+            align = 2 if self.hw == "800I_A3" and count % 2 == 0 else 1
+            publishing = role == self.events_role
+            for inst in range(spec["count"]):
+                slots = []
+                for pod in range(spec["pods"]):
+                    slot = self._previous_slot(self._pod_name(role, inst, pod), count, align, engine_hosts)
+                    if slot is None or any(slot[0] is s[0] for s in slots):
+                        break
+                    if publishing and any(r in slot[0].event_ranks for r in self._ranks(spec, pod)):
+                        break
+                    slots.append(slot)
+                if len(slots) != spec["pods"]:
+                    continue
+                self.kept.add((role, inst))
+                for pod, (host, npus) in enumerate(slots):
+                    ranks = self._ranks(spec, pod)
+                    for npu in npus:
+                        host.free[npu] = False
+                    if publishing:
+                        host.event_ranks.update(ranks)
+                    self._add_pod(role, inst, pod, host, npus, ranks, spec["job_names"][inst])
 
     @staticmethod
     def _ranks(spec, pod):
@@ -781,56 +873,177 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
             else:
                 pool_host.take(metrics, 1, self._control_name("kv_pool"))
             ports["kv_pool_metrics"] = metrics
+        control_ports = self._control_port_specs()
+        if self.previous:
+            self._keep_previous_ports(control_ports)
         self._assign_event_base()
         # control plane, coordinator first so that it keeps PyMotor's 1025/1026/1027 when possible
+        for label, host, owner, preferred, length, _key, warn, source in control_ports:
+            if label not in ports:
+                what = "worker metaserver" if label == "coordinator_metaserver" else label
+                ports[label] = self._alloc(host, preferred, length, owner, what, source)
+            if warn:
+                self._warn_moved(label, preferred, ports[label])
+        for role in self.engines:  # records the raised-kv_port warnings, in role order
+            self._engine_port_prefs(role, warn=True)
+        # engines, instance by instance (the instances kept in place first)
+        for (role, _inst), pods in self._pods_by_instance().items():
+            self._assign_instance_ports(role, pods)
+
+    def _control_port_specs(self):
+        """(label, host, container, preferred, length, port_map key, warn when moved, user_config path when the user
+        set the port, else None) per control-plane port.
+
+        In allocation order; also records the coordinator's worker count (and a disabled metaserver as 0).
+        """
+        ports = self.shared_ports
         uc = self.user_config
+        specs = []
         coord = self.control["coordinator"]
         cname = self._control_name("coordinator")
         api = _obj(_dig(uc, "motor_coordinator_config", "api_config"))
         workers = _obj(_dig(uc, "motor_coordinator_config", "inference_workers_config"))
-        for key, default, label in (("coordinator_api_infer_port", COORDINATOR_INFER_PORT, "coordinator_infer"),
-                                    ("coordinator_api_mgmt_port", COORDINATOR_MGMT_PORT, "coordinator_mgmt"),
-                                    ("coordinator_obs_port", COORDINATOR_OBS_PORT, "coordinator_obs")):
-            preferred = _as_int(api.get(key)) or default
-            ports[label] = self._alloc(coord, preferred, 1, cname, label,
-                                       _user_set(api, key, f"motor_coordinator_config.api_config.{key}"))
-            self._warn_moved(label, preferred, ports[label])
+        for key, default, label, pm_key in (("coordinator_api_infer_port", COORDINATOR_INFER_PORT, "coordinator_infer", "infer"),
+                                            ("coordinator_api_mgmt_port", COORDINATOR_MGMT_PORT, "coordinator_mgmt", "mgmt"),
+                                            ("coordinator_obs_port", COORDINATOR_OBS_PORT, "coordinator_obs", "obs")):
+            specs.append((label, coord, cname, _as_int(api.get(key)) or default, 1, pm_key, True,
+                          _user_set(api, key, f"motor_coordinator_config.api_config.{key}")))
         num_workers = _as_int(workers.get("num_workers")) or NUM_WORKERS
         meta_pref = _as_int(workers.get("worker_metaserver_base_port"))
         meta_pref = METASERVER_BASE_PORT if meta_pref is None else meta_pref
         if meta_pref > 0:
-            ports["coordinator_metaserver"] = self._alloc(
-                coord, meta_pref, num_workers, cname, "worker metaserver",
-                _user_set(workers, "worker_metaserver_base_port",
-                          "motor_coordinator_config.inference_workers_config.worker_metaserver_base_port"))
+            specs.append(("coordinator_metaserver", coord, cname, meta_pref, num_workers, "metaserver", False,
+                          _user_set(workers, "worker_metaserver_base_port",
+                                    "motor_coordinator_config.inference_workers_config.worker_metaserver_base_port")))
         else:
             ports["coordinator_metaserver"] = 0
         ports["coordinator_num_workers"] = num_workers
         ctrl = self.control["controller"]
         capi = _obj(_dig(uc, "motor_controller_config", "api_config"))
-        for key, default, label in (("controller_api_port", CONTROLLER_API_PORT, "controller_api"),
-                                    ("observability_api_port", CONTROLLER_OBS_PORT, "controller_obs")):
-            preferred = _as_int(capi.get(key)) or default
-            ports[label] = self._alloc(ctrl, preferred, 1, self._control_name("controller"), label,
-                                       _user_set(capi, key, f"motor_controller_config.api_config.{key}"))
-            self._warn_moved(label, preferred, ports[label])
-        if pool_host is not None:
-            preferred = _as_int(self.kv_pool.get("port")) or KV_POOL_PORT
-            ports["kv_pool"] = self._alloc(pool_host, preferred, 1, self._control_name("kv_pool"), "kv_pool",
-                                           "kv_cache_pool_config.port")
-            self._warn_moved("kv_pool", preferred, ports["kv_pool"])
+        for key, default, label, pm_key in (("controller_api_port", CONTROLLER_API_PORT, "controller_api", "api"),
+                                            ("observability_api_port", CONTROLLER_OBS_PORT, "controller_obs", "obs")):
+            specs.append((label, ctrl, self._control_name("controller"), _as_int(capi.get(key)) or default, 1, pm_key, True,
+                          _user_set(capi, key, f"motor_controller_config.api_config.{key}")))
+        if "kv_pool" in self.control:
+            specs.append(("kv_pool", self.control["kv_pool"], self._control_name("kv_pool"),
+                          _as_int(self.kv_pool.get("port")) or KV_POOL_PORT, 1, "master", True,
+                          "kv_cache_pool_config.port"))
         if "kv_conductor" in self.control:
-            preferred = _as_int(self.kv_conductor.get("http_server_port")) or CONDUCTOR_PORT
-            host = self.control["kv_conductor"]
-            ports["kv_conductor"] = self._alloc(host, preferred, 1, self._control_name("kv_conductor"), "kv_conductor",
-                                                "kv_conductor_config.http_server_port")
-            self._warn_moved("kv_conductor", preferred, ports["kv_conductor"])
-        # engines, instance by instance
+            specs.append(("kv_conductor", self.control["kv_conductor"], self._control_name("kv_conductor"),
+                          _as_int(self.kv_conductor.get("http_server_port")) or CONDUCTOR_PORT, 1, "http", True,
+                          "kv_conductor_config.http_server_port"))
+        return specs
+
+    def _pods_by_instance(self):
         by_instance = {}
         for pod in self.pods:
             by_instance.setdefault((pod["role"], pod["instance"]), []).append(pod)
-        for (role, _inst), pods in by_instance.items():
-            self._assign_instance_ports(role, pods)
+        return by_instance
+
+    @staticmethod
+    def _keep_port(hosts, port, length, preferred, owners):
+        """Take ``port`` .. ``port + length - 1`` on every host when free there and not below ``preferred``.
+
+        Returns the port, or None (nothing taken) when it cannot be kept.
+        """
+        if port is None or port < preferred or any(h.blocker(port, length) is not None for h in hosts):
+            return None
+        for host in hosts:
+            host.take(port, length, owners[host.name])
+        return port
+
+    def _keep_previous_ports(self, control_ports):
+        """Before any other port: the previous ports of the containers that stay on their host, where still valid.
+
+        A previous port is kept when it is in range, not reserved, not taken by a container handled before and
+        not below the current preferred value (a raised setting wins); otherwise it is allocated as usual.
+        """
+        ports = self.shared_ports
+        for label, host, owner, preferred, length, key, _warn, _source in control_ports:
+            port = self._keep_port([host], self._previous_port(owner, key, host), length, preferred, {host.name: owner})
+            if port is not None:
+                ports[label] = port
+        for (role, inst), pods in self._pods_by_instance().items():
+            if (role, inst) not in self.kept:
+                continue
+            spec = self.engines[role]
+            prefs = self._engine_port_prefs(role)
+            hosts = [p["host"] for p in pods]
+            owners = {p["host"].name: p["name"] for p in pods}
+            common = [("dp_rpc", "dp_rpc", prefs["dp_rpc"], 1)]
+            if spec["kv"] is not None:
+                common.append(("kv_port", "kv", prefs["kv"], spec["npus"]))
+            for label, key, preferred, length in common:
+                values = {self._previous_port(p["name"], key, p["host"]) for p in pods}
+                port = self._keep_port(hosts, values.pop(), length, preferred, owners) if len(values) == 1 else None
+                if port is not None:
+                    for pod in pods:
+                        pod[label] = port
+            own_events = prefs["own_events"]
+            for pod in pods:
+                host, name = pod["host"], pod["name"]
+                for label, preferred, length in (("node_manager", prefs["node_manager"], 1),
+                                                 ("engine_base", prefs["engine_base"], 2 * spec["dpl"])):
+                    port = self._keep_port([host], self._previous_port(name, label, host), length, preferred,
+                                           {host.name: name})
+                    if port is not None:
+                        pod[label] = port
+                if own_events is None:
+                    continue
+                first = pod["dp_ranks"][0]
+                events = [("kv_events", own_events["endpoint"])]
+                if own_events["replay"] is not None:
+                    events.append(("kv_events_replay", own_events["replay"]))
+                for label, (_prefix, preferred) in events:
+                    base = self._previous_port(name, label, host)
+                    port = self._keep_port([host], None if base is None else base + first, spec["dpl"],
+                                           preferred + first, {host.name: name})
+                    if port is not None:
+                        pod[label] = port - first
+
+    def _engine_port_prefs(self, role, warn=False):
+        """Preferred ports of an engine role; ``warn`` records the raised-kv_port warning (once per role).
+
+        ``prefs["sources"]`` maps each port to the user_config path that set it (None when not set by the user):
+        the port error names that key when no port fits from it upwards.
+        """
+        spec = self.engines[role]
+        section = _obj(self.user_config.get(spec["section"]))
+        engine_config = _obj(section.get("engine_config"))
+        nm_cfg = _obj(section.get("motor_nodemanger_config"))
+        nm_path = f"{spec['section']}.motor_nodemanger_config"
+        prefs = {
+            "dp_rpc": _as_int(engine_config.get("data_parallel_rpc_port")) or DP_RPC_PORT,
+            "kv": None,
+            "node_manager": _as_int(_dig(nm_cfg, "api_config", "node_manager_port")) or NODE_MANAGER_PORT[role],
+            "engine_base": _as_int(_dig(nm_cfg, "endpoint_config", "base_port")) or ENGINE_BASE_PORT,
+            "own_events": spec["events"] if role != self.events_role else None,
+            "sources": {
+                "dp_rpc": _user_set(engine_config, "data_parallel_rpc_port",
+                                    f"{spec['section']}.engine_config.data_parallel_rpc_port"),
+                "kv": None,
+                "node_manager": _user_set(_dig(nm_cfg, "api_config"), "node_manager_port",
+                                          f"{nm_path}.api_config.node_manager_port"),
+                "engine_base": _user_set(_dig(nm_cfg, "endpoint_config"), "base_port",
+                                         f"{nm_path}.endpoint_config.base_port"),
+            },
+        }
+        if spec["kv"] is not None:
+            floor = KV_PORT_FLOOR[self.hw]
+            pref = _as_int(spec["kv"]["value"])
+            kv_path = f"{spec['section']}.engine_config.{_dotted(spec['kv']['path'])}.kv_port"
+            if pref is None or pref < floor:
+                if warn and pref is not None and role not in self._kv_warned:
+                    self._kv_warned.add(role)
+                    self.warnings.append(str(Problem(
+                        kv_path,
+                        f"{pref} is below {floor}, where the bare-metal plan starts kv_port on {self.hw}; planned from {floor}",
+                        f"set kv_port to {floor} or more to silence this")))
+                pref = floor
+            else:
+                prefs["sources"]["kv"] = kv_path
+            prefs["kv"] = pref
+        return prefs
 
     def _warn_moved(self, label, preferred, got):
         if got != preferred:
@@ -846,13 +1059,15 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
         kv_events = self.config.get("kv_events") or {}
         base = _as_int(kv_events.get("endpoint_port")) or base
         ranks_by_host = [(h, sorted(h.event_ranks)) for h in self.hosts if h.event_ranks]
-        base = self._free_base(ranks_by_host, base, None)
+        kept = self._previous_event_base("kv_events", ranks_by_host, base, None)
+        base = kept if kept is not None else self._free_base(ranks_by_host, base, None)
         self.shared_ports["kv_events"] = base
         self.shared_ports["kv_events_prefix"] = prefix
         replay = spec["events"]["replay"]
         if replay is not None:
             rbase = _as_int(kv_events.get("replay_port")) or replay[1]
-            rbase = self._free_base(ranks_by_host, rbase, base)
+            kept = self._previous_event_base("kv_events_replay", ranks_by_host, rbase, base)
+            rbase = kept if kept is not None else self._free_base(ranks_by_host, rbase, base)
             self.shared_ports["kv_events_replay"] = rbase
             self.shared_ports["kv_events_replay_prefix"] = replay[0]
         for pod in self.pods:
@@ -863,6 +1078,33 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
                 host.take(base + rank, 1, pod["name"])
                 if replay is not None:
                     host.take(self.shared_ports["kv_events_replay"] + rank, 1, pod["name"])
+
+    def _previous_event_base(self, key, ranks_by_host, preferred, other):
+        """The base most previous publishing pods had (ties: the lowest) when still free for every rank, else None."""
+        if not self.previous:
+            return None
+        pattern = re.compile(rf"{re.escape(self.job_id)}-{ROLE_LETTER[self.events_role]}\d+-\d+")
+        votes = {}
+        for name, entry in self.previous.items():
+            port_map = entry.get("port_map") if isinstance(entry, dict) else None
+            if isinstance(name, str) and pattern.fullmatch(name) and isinstance(port_map, dict):
+                value = _as_int(port_map.get(key))
+                if value is not None:
+                    votes[value] = votes.get(value, 0) + 1
+        if not votes:
+            return None
+        base = min(votes, key=lambda v: (-votes[v], v))
+        if base < preferred:
+            return None
+        for host, ranks in ranks_by_host:
+            rank_set = set(ranks)
+            for rank in ranks:
+                port = base + rank
+                if port < PORT_MIN or port > PORT_MAX or host.is_reserved(port) or port in host.ports:
+                    return None
+                if other is not None and (port - other) in rank_set:
+                    return None
+        return base
 
     def _free_base(self, ranks_by_host, base, other):
         base = max(base, 1)
@@ -888,55 +1130,43 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
                 return base
 
     def _assign_instance_ports(self, role, pods):
+        """The ports of one instance that ``_keep_previous_ports`` did not keep (all of them for a new one)."""
         spec = self.engines[role]
-        section = _obj(self.user_config.get(spec["section"]))
-        engine_config = _obj(section.get("engine_config"))
-        nm_cfg = _obj(section.get("motor_nodemanger_config"))
-        nm_path = f"{spec['section']}.motor_nodemanger_config"
+        prefs = self._engine_port_prefs(role)
+        sources = prefs["sources"]
         hosts = [p["host"] for p in pods]
         owners = {p["host"].name: p["name"] for p in pods}
-        dp_pref = _as_int(engine_config.get("data_parallel_rpc_port")) or DP_RPC_PORT
-        dp_rpc = self._alloc_common(hosts, dp_pref, 1, owners, "data_parallel_rpc_port",
-                                    _user_set(engine_config, "data_parallel_rpc_port",
-                                              f"{spec['section']}.engine_config.data_parallel_rpc_port"))
-        kv_port = None
-        if spec["kv"] is not None:
-            floor = KV_PORT_FLOOR[self.hw]
-            pref = _as_int(spec["kv"]["value"])
-            kv_path = f"{spec['section']}.engine_config.{_dotted(spec['kv']['path'])}.kv_port"
-            kv_source = kv_path if pref is not None and pref >= floor else None
-            if pref is None or pref < floor:
-                if pref is not None and role not in self._kv_warned:
-                    self._kv_warned.add(role)
-                    self.warnings.append(str(Problem(
-                        kv_path,
-                        f"{pref} is below {floor}, where the bare-metal plan starts kv_port on {self.hw}; planned from {floor}",
-                        f"set kv_port to {floor} or more to silence this")))
-                pref = floor
-            kv_port = self._alloc_common(hosts, pref, spec["npus"], owners, "kv_port", kv_source)
-        nm_pref = _as_int(_dig(nm_cfg, "api_config", "node_manager_port")) or NODE_MANAGER_PORT[role]
-        base_pref = _as_int(_dig(nm_cfg, "endpoint_config", "base_port")) or ENGINE_BASE_PORT
-        own_events = spec["events"] if role != self.events_role else None
+        if "dp_rpc" not in pods[0]:
+            dp_rpc = self._alloc_common(hosts, prefs["dp_rpc"], 1, owners, "data_parallel_rpc_port", sources["dp_rpc"])
+            for pod in pods:
+                pod["dp_rpc"] = dp_rpc
+        if "kv_port" not in pods[0]:
+            kv_port = None
+            if spec["kv"] is not None:
+                kv_port = self._alloc_common(hosts, prefs["kv"], spec["npus"], owners, "kv_port", sources["kv"])
+            for pod in pods:
+                pod["kv_port"] = kv_port
+        own_events = prefs["own_events"]
         for pod in pods:
             host = pod["host"]
             name = pod["name"]
-            pod["dp_rpc"] = dp_rpc
-            pod["kv_port"] = kv_port
-            pod["node_manager"] = self._alloc(host, nm_pref, 1, name, "node_manager_port",
-                                              _user_set(_dig(nm_cfg, "api_config"), "node_manager_port",
-                                                        f"{nm_path}.api_config.node_manager_port"))
-            pod["engine_base"] = self._alloc(host, base_pref, 2 * spec["dpl"], name, "engine base_port",
-                                             _user_set(_dig(nm_cfg, "endpoint_config"), "base_port",
-                                                       f"{nm_path}.endpoint_config.base_port"))
+            if "node_manager" not in pod:
+                pod["node_manager"] = self._alloc(host, prefs["node_manager"], 1, name, "node_manager_port",
+                                                  sources["node_manager"])
+            if "engine_base" not in pod:
+                pod["engine_base"] = self._alloc(host, prefs["engine_base"], 2 * spec["dpl"], name, "engine base_port",
+                                                 sources["engine_base"])
             first = pod["dp_ranks"][0]
             if role == self.events_role:
                 pod["kv_events"] = self.shared_ports["kv_events"]
                 pod["kv_events_replay"] = self.shared_ports.get("kv_events_replay")
             elif own_events is not None:
-                start = self._alloc(host, own_events["endpoint"][1] + first, spec["dpl"], name, "kv events")
-                pod["kv_events"] = start - first
-                pod["kv_events_replay"] = None
-                if own_events["replay"] is not None:
+                if "kv_events" not in pod:
+                    start = self._alloc(host, own_events["endpoint"][1] + first, spec["dpl"], name, "kv events")
+                    pod["kv_events"] = start - first
+                if own_events["replay"] is None:
+                    pod["kv_events_replay"] = None
+                elif "kv_events_replay" not in pod:
                     start = self._alloc(host, own_events["replay"][1] + first, spec["dpl"], name, "kv events replay")
                     pod["kv_events_replay"] = start - first
             else:
@@ -1263,17 +1493,43 @@ def _url_host(ip):
     return f"[{ip}]" if ":" in ip else ip
 
 
-def build_plan(config: dict, hosts: dict) -> dict[str, Any]:
-    """Place every PyMotor container on hosts, NPUs and ports; raise MotorPlanError when impossible."""
+def build_plan(config: dict, hosts: dict, previous: dict | None = None) -> dict[str, Any]:
+    """Place every PyMotor container on hosts, NPUs and ports; raise MotorPlanError when impossible.
+
+    ``previous`` (optional) is the current placement, ``{container name: {"host", "npu_ids", "port_map"}}``
+    (other keys are ignored, so a previous plan's containers keyed by name will do; see ``placement_of``):
+    containers that can stay keep their host, NPUs and ports.  Unusable entries are ignored.  When keeping
+    them leaves no room for the rest, the plan is built as without ``previous``, with a warning.
+    """
     # The plan is a large acyclic tree of fresh dicts and lists (one user_config per container): cyclic
     # garbage collections while it grows only re-scan it, which made big plans grow faster than linearly.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        if isinstance(previous, dict) and previous:
+            try:
+                return _Planner(config, hosts, previous).run()
+            except MotorPlanError as err:
+                if any(p.path == "plan" for p in err.problems):
+                    raise  # a planner bug, not a lack of room
+                plan = _Planner(config, hosts).run()
+                plan["warnings"].append(str(Problem(
+                    "previous", f"the running containers cannot all keep their place ({err.problems[0]}); "
+                    "planned as for a new deployment, so running containers may move and restart",
+                    "add engine hosts or free NPUs / ports to scale without moving containers")))
+                return plan
         return _Planner(config, hosts).run()
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def placement_of(plan: dict) -> dict[str, dict]:
+    """The ``previous`` input of ``build_plan`` that keeps every container of ``plan`` where it is."""
+    return {
+        cont["name"]: {"host": cont["host"], "npu_ids": list(cont["npu_ids"]), "port_map": dict(cont["port_map"])}
+        for cont in plan.get("containers") or []
+    }
 
 
 # --------------------------------------------------------------------------------------------------

@@ -3,12 +3,15 @@
 
 The cases are every case of tests/unit/fixtures/configs/broken_cases.yaml plus tests/fixtures/bad_inputs/cases.yaml
 (its header describes the format). For each one ansible-playbook must fail in a localhost task of validate.yml or
-plan.yml (the case's stage), the reported problems must all read ``<path>: <message> (<hint>)`` and name every path
-the case expects, no task may have run on a simulated host, and nothing may have been written on the controller
-(no plan file, no other file in the case's directory). After all cases the hosts must be unchanged: the same
-containers, images, volumes and networks in their dockerd (none), no /etc/pymotor, /var/cache/pymotor or
-/var/log/pymotor, and no file written anywhere on their root filesystem since the run began. No image is loaded
-into the hosts: nothing may get that far.
+of the planning (plan.yml / roles/motor_plan, the case's stage), the reported problems must all read
+``<path>: <message> (<hint>)`` and name every path the case expects, and nothing may have been written on the
+controller (no plan file, no other file in the case's directory). A validation failure runs no task on a simulated
+host; before a plan failure deploy.yml reads the hosts (its read-only discovery: the role's argument check,
+docker_host_info and a set_fact, ok with changed=0), and no other host task may have run. After all cases the hosts
+must be unchanged: the same containers, images, volumes and networks in their dockerd (none), no /etc/pymotor,
+/var/cache/pymotor or /var/log/pymotor, and no file written anywhere on their root filesystem since the run began
+(directories may only show the footprint of the discovery's read-only module run: an empty Ansible remote_tmp and
+the mtime of /tmp). No image is loaded into the hosts: nothing may get that far.
 
 The cases run once for the module, as parallel ansible-playbook processes; each case then reports as its own test.
 """
@@ -46,6 +49,15 @@ STAGE_TASKS = {
                  "Normalize and validate the configuration"},
     "plan": {"Check that the inventory has PyMotor hosts", "Build the deployment plan"},
 }
+# deploy.yml's read-only discovery (roles/motor_service/tasks/discover.yml and its argument spec check), run on the
+# hosts between validation and planning: the only host tasks a plan-stage failure may show, and only as ok / skipping.
+DISCOVERY_TASKS = {"Validating arguments against arg spec 'discover'",
+                   "Inspect the Docker engine, the image and the containers of the job", "Record the image id"}
+DISCOVERY_STATUS = {"ok", "skipping"}
+# What running one read-only module (docker_host_info) leaves on a host: Ansible's remote_tmp base, created empty, and
+# the mtimes of /tmp (AnsiballZ's payload directory, removed after the run) and of the directories above remote_tmp.
+# No file may be left anywhere, and remote_tmp must be empty.
+ANSIBLE_FOOTPRINT = {"/root", "/root/.ansible", "/root/.ansible/tmp", "/tmp"}
 # Kinds of mistakes issue 8 lists; each must have a case in tests/fixtures/bad_inputs/cases.yaml.
 CATEGORIES = {"wrong_type", "missing", "typo", "npu_arithmetic", "ports", "hardware_mismatch", "malformed_json", "env",
               "inventory", "files", "combination"}
@@ -245,10 +257,14 @@ def host_state(name: str) -> dict:
     return {"docker": docker_objects, "dirs": dirs}
 
 
-def written_since_marker(name: str) -> list[str]:
-    """Files on the host's root filesystem modified after the marker (the inner dockerd's volume is elsewhere)."""
-    _, out = simctl.host_exec(name, f"find / -xdev -newer {MARKER} ! -path {MARKER} 2>/dev/null")
-    return out.split()
+def written_since_marker(name: str) -> dict[str, list[str]]:
+    """Paths on the host's root filesystem modified after the marker (the inner dockerd's volume is elsewhere):
+    "all" of them, the "files" among them (anything but a directory), and what is left in Ansible's remote_tmp."""
+    find = f"find / -xdev -newer {MARKER} ! -path {MARKER}"
+    _, everything = simctl.host_exec(name, f"{find} 2>/dev/null")
+    _, files = simctl.host_exec(name, f"{find} ! -type d 2>/dev/null")
+    _, left = simctl.host_exec(name, "ls -A /root/.ansible/tmp 2>/dev/null")
+    return {"all": everything.split(), "files": files.split(), "remote_tmp": left.split()}
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +303,8 @@ def results(cluster, tmp_path_factory):
 # what ansible-core puts before the first problem: an assert's fail_msg, or the message of a failed filter
 _PREFIX = re.compile(r"^(?:Action failed: |.*?The (?:filter|lookup) plugin '[^']+' failed: )")
 _PROBLEM = re.compile(r"^(?P<path>\S+): (?P<message>.+) \((?P<hint>.+)\)$")
-_HOST_RESULT = re.compile(r"^(?:ok|changed|fatal|failed|skipping|unreachable|included): \[(?!localhost\])")
+_HOST_RESULT = re.compile(r"^(?P<status>ok|changed|fatal|failed|skipping|unreachable|included): \[(?!localhost\])")
+_TASK = re.compile(r"^TASK \[(?:[\w.]+ : )?(.+?)\] \*+$")
 
 
 def reported_problems(out: str) -> list[str] | None:
@@ -307,13 +324,29 @@ def reported_problems(out: str) -> list[str] | None:
 def failing_task(out: str) -> str | None:
     """The name of the task whose failure ended the run."""
     head = out.split("fatal: [localhost]: FAILED!")[0]
-    tasks = re.findall(r"^TASK \[(.+?)\] \*+$", head, re.M)
+    tasks = [m.group(1) for m in map(_TASK.match, head.splitlines()) if m]
     return tasks[-1] if tasks else None
 
 
-def recap_hosts(out: str) -> set[str]:
-    recap = out.split("PLAY RECAP")[-1] if "PLAY RECAP" in out else ""
-    return set(re.findall(r"^(\S+)\s+: ok=", recap, re.M))
+def host_results(out: str) -> list[tuple[str, str, str]]:
+    """(task name without its role prefix, status, line) of every task result on a host other than localhost."""
+    task, results = None, []
+    for line in out.splitlines():
+        header = _TASK.match(line)
+        if header:
+            task = header.group(1)
+            continue
+        result = _HOST_RESULT.match(line)
+        if result:
+            results.append((task, result.group("status"), line))
+    return results
+
+
+def recap(out: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP counters per host."""
+    text = out.split("PLAY RECAP")[-1] if "PLAY RECAP" in out else ""
+    return {host: dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", counts))
+            for host, counts in re.findall(r"^(\S+)\s+: (ok=.*)$", text, re.M)}
 
 
 def case_problems(case, result) -> list[str]:
@@ -329,9 +362,18 @@ def case_problems(case, result) -> list[str]:
     task = failing_task(out)
     if task not in STAGE_TASKS[case["stage"]]:
         why.append(f"failed in task {task!r}, expected one of {case['stage']}: {sorted(STAGE_TASKS[case['stage']])}")
-    remote = [line for line in out.splitlines() if _HOST_RESULT.match(line)]
-    if remote or recap_hosts(out) - {"localhost"}:
-        why.append(f"tasks ran on hosts: {remote[:3]} recap {sorted(recap_hosts(out))}")
+    # validation failures: no host task at all; plan failures: only the read-only discovery, ok and unchanged
+    allowed = DISCOVERY_TASKS if case["stage"] == "plan" else set()
+    remote = [line for task, status, line in host_results(out)
+              if (task or "").split(" - ")[0] not in allowed or status not in DISCOVERY_STATUS]
+    counts = {host: c for host, c in recap(out).items() if host != "localhost"}
+    if case["stage"] != "plan":
+        touched = sorted(counts)
+    else:
+        touched = sorted(host for host, c in counts.items()
+                         if c.get("changed") or c.get("failed") or c.get("unreachable") or c.get("rescued"))
+    if remote or touched:
+        why.append(f"tasks ran on hosts: {remote[:3]} recap {sorted(touched)}")
     problems = reported_problems(out)
     if problems is None:
         why.append("no [ERROR] message")
@@ -399,7 +441,11 @@ def test_bad_input_stops_on_the_controller(case, results):
 def test_no_host_was_touched(cluster, results):
     for host in cluster["hosts"]:
         name = host["name"]
-        assert results["written"][name] == [], f"files written on {name}: {results['written'][name][:20]}"
+        written = results["written"][name]
+        assert written["files"] == [], f"files written on {name}: {written['files'][:20]}"
+        beyond = sorted(set(written["all"]) - ANSIBLE_FOOTPRINT)
+        assert beyond == [], f"paths changed on {name} beyond the discovery's module run: {beyond[:20]}"
+        assert written["remote_tmp"] == [], f"left in /root/.ansible/tmp on {name}: {written['remote_tmp']}"
         assert results["after"][name] == results["before"][name], f"{name} changed"
         state = results["after"][name]
         containers, images = state["docker"].split("==")[:2]

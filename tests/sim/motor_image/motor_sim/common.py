@@ -163,12 +163,23 @@ def _parse(raw: bytes) -> Any:
         return raw.decode(errors="replace")
 
 
+# Survives a restart of the container (its own filesystem), not a re-creation.
+CRASH_MARKER = "/tmp/motor-sim-crashed"
+
+
 def install_fault_knobs(component: str) -> None:
-    """MOTOR_SIM_CRASH_AFTER=<s>: exit 1 after that many seconds. SIGTERM ends the process cleanly."""
+    """MOTOR_SIM_CRASH_AFTER=<s>: exit 1 after that many seconds; with MOTOR_SIM_CRASH_ONCE=1 only in the first
+    life of the container (a restarted container keeps running). SIGTERM ends the process cleanly."""
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     crash_after = os.environ.get("MOTOR_SIM_CRASH_AFTER")
-    if crash_after:
+    crash_once = os.environ.get("MOTOR_SIM_CRASH_ONCE") == "1"
+    if crash_after and not (crash_once and os.path.exists(CRASH_MARKER)):
         def crash() -> None:
+            if crash_once:
+                try:  # the first process of the container to crash claims the one crash
+                    os.close(os.open(CRASH_MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                except FileExistsError:
+                    return
             log(component, f"MOTOR_SIM_CRASH_AFTER={crash_after}: crashing now")
             os._exit(1)
         timer = threading.Timer(float(crash_after), crash)

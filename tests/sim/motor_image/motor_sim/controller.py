@@ -5,7 +5,10 @@ Registrations are grouped by job_name, pods keyed by pod_ip (a second pod with t
 ignored, like PyMotor). When single_<x>_instance_pod_num pods of a job arrived, the instance is
 assembled: every pod gets POST /node-manager/start. Once all its pods report healthy engines, the
 instance is pushed to the coordinator (POST /instances/refresh, the full instance list); a pod
-whose heartbeats stop for instance_heartbeat_timeout seconds takes its instance out again.
+whose heartbeats stop for instance_heartbeat_timeout seconds takes its instance out again, and so
+does a pod that restarted (same pod_ip, new boot id in its heartbeat): its node manager is told it
+is unknown (404) and registers again, so the instance is assembled anew. The full list is pushed
+again every RESYNC_SECONDS, so a restarted coordinator learns the instances without any change.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from motor_sim.common import (
 )
 
 COMPONENT = "controller"
+RESYNC_SECONDS = 5.0
 
 
 class Job:
@@ -40,6 +44,7 @@ class Job:
         self.instance_id: int | None = None
         self.healthy: dict[str, bool] = {}
         self.last_seen: dict[str, float] = {}
+        self.boot_ids: dict[str, str] = {}
 
     def endpoints(self) -> list[dict]:
         """Endpoints with global DP ranks: node_rank * dp_local + local_rank."""
@@ -86,6 +91,7 @@ class Controller:
                 return 200, {"status": "duplicate", "job_name": job.name}
             job.pods[msg["pod_ip"]] = msg
             job.last_seen[msg["pod_ip"]] = time.monotonic()
+            job.boot_ids[msg["pod_ip"]] = msg.get("boot_id", "")
             log(COMPONENT, "pod registered", job_name=job.name, role=job.role, pods=len(job.pods),
                 needed=job.pods_needed)
             ready = job.instance_id is None and len(job.pods) == job.pods_needed
@@ -119,6 +125,12 @@ class Controller:
             job = self.jobs.get(msg.get("job_name", ""))
             if job is None or msg.get("pod_ip") not in job.pods:
                 return 404, {"detail": "pod not registered"}
+            if msg.get("boot_id", "") != job.boot_ids.get(msg["pod_ip"], ""):
+                log(COMPONENT, "pod restarted: instance removed", job_name=job.name, instance_id=job.instance_id,
+                    pod_ip=msg["pod_ip"])
+                del self.jobs[job.name]
+                self.version += 1
+                return 404, {"detail": "pod restarted; register again"}
             was_active = job.active()
             job.last_seen[msg["pod_ip"]] = time.monotonic()
             job.healthy[msg["pod_ip"]] = bool(msg.get("status"))
@@ -143,13 +155,16 @@ class Controller:
             return [job.describe() for job in self.jobs.values() if job.active()]
 
     def push_loop(self) -> None:
-        """Push the full instance list to the coordinator whenever it changed or the last push failed."""
+        """Push the full instance list to the coordinator whenever it changed or the last push failed, and
+        every RESYNC_SECONDS anyway."""
+        last_push = 0.0
         while True:
             time.sleep(1)
             self.expire_stale_pods()
             version = self.version
-            if version == self.pushed_version:
+            if version == self.pushed_version and time.monotonic() - last_push < RESYNC_SECONDS:
                 continue
+            last_push = time.monotonic()
             instances = self.active_instances()
             status, body = http_json("POST", f"{self.coordinator}/instances/refresh", {"instances": instances})
             log(COMPONENT, "instances pushed to coordinator", url=self.coordinator, status=status,

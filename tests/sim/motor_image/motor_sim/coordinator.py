@@ -182,8 +182,10 @@ class Coordinator:
     def refresh(self, body: dict, _handler) -> tuple:
         instances = body.get("instances") or []
         with self.lock:
+            changed = instances != self.instances
             self.instances = instances
-        log(COMPONENT, "instances refreshed", instances=[(i["role"], i["id"], len(i["endpoints"])) for i in instances])
+        if changed:  # the controller re-sends the same list periodically
+            log(COMPONENT, "instances refreshed", instances=[(i["role"], i["id"], len(i["endpoints"])) for i in instances])
         if self.conductor:
             threading.Thread(target=self.conductor.sync, args=(instances,), daemon=True).start()
         return 200, {"status": "ok"}

@@ -13,6 +13,7 @@ import re
 import subprocess
 import threading
 import time
+import uuid
 
 from motor_sim.common import (
     cfg_get,
@@ -58,6 +59,8 @@ class NodeManager:
         self.devices = self._assign_devices()
         self.engines: list[subprocess.Popen] = []
         self.started_instance: str | None = None
+        # Identifies this process: a restarted pod keeps its pod_ip, the controller tells it apart by this.
+        self.boot_id = uuid.uuid4().hex
         self.lock = threading.Lock()
 
     def _parallel_plan(self, user_config: dict) -> tuple[int, int]:
@@ -85,6 +88,7 @@ class NodeManager:
     def register_message(self) -> dict:
         return {
             "job_name": self.job_name, "model_name": self.model_name, "role": self.role, "pod_ip": self.pod_ip,
+            "boot_id": self.boot_id,
             "host_ip": os.environ.get("HOST_IP", self.pod_ip), "nm_port": self.port,
             "device_num": sum(len(d) for d in self.devices),
             "parallel_config": {"dp_local": self.dp_local, "devices_per_rank": self.devices_per_rank},
@@ -106,7 +110,8 @@ class NodeManager:
     def heartbeat_loop(self) -> None:
         while True:
             time.sleep(self.heartbeat_interval)
-            body = {"job_name": self.job_name, "pod_ip": self.pod_ip, "status": self.engines_normal()}
+            body = {"job_name": self.job_name, "pod_ip": self.pod_ip, "boot_id": self.boot_id,
+                    "status": self.engines_normal()}
             status, _ = http_json("POST", f"{self.controller}/controller/heartbeat", body)
             if status == 404:  # the controller forgot us (restart): register again
                 log(COMPONENT, "controller does not know this pod; registering again")

@@ -15,6 +15,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import (
     MotorPlanError,
     build_plan,
+    placement_of,
     plan_table,
 )
 
@@ -667,6 +668,240 @@ def test_sections_of_the_wrong_type_fall_back_to_defaults():
 
 
 # --------------------------------------------------------------------------------------------------
+# previous: sticky placement for scale / reconfigure
+
+
+def masked(cont):
+    """A container entry with the instance counts of motor_deploy_config masked (they change when scaling)."""
+    cont = copy.deepcopy(cont)
+    deploy = cont["user_config"].get("motor_deploy_config") or {}
+    for key in [k for k in deploy if k.endswith("_instances_num")]:
+        deploy[key] = "*"
+    return cont
+
+
+def assert_kept(before, after, names):
+    """Every container in ``names`` is byte-identical in both plans but for the masked instance counts."""
+    old, new = by_name(before), by_name(after)
+    for name in names:
+        assert masked(old[name]) == masked(new[name]), name
+
+
+def seed_scaled(p_count):
+    return load_fixture("seed_pd_separation", [{"motor_deploy_config": {"p_instances_num": p_count}}])
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_previous_none_empty_or_unusable_is_todays_plan(name):
+    cfg = load_fixture(name)
+    hosts = inventory(engine=4, control=1, e1={"motor_reserved_ports": [9000, "10000-10003"]})
+    try:
+        plan = build_plan(cfg, hosts)
+    except MotorPlanError:
+        pytest.skip("does not fit this inventory")
+    assert build_plan(cfg, hosts, None) == plan
+    assert build_plan(cfg, hosts, {}) == plan
+    assert build_plan(cfg, hosts, ["not", "a", "dict"]) == plan
+    assert build_plan(cfg, hosts, {"ghost-p0-0": {"host": "e1"}, 7: None}) == plan
+    # the plan's own placement keeps everything: a fixed point
+    assert build_plan(cfg, hosts, placement_of(plan)) == plan
+    # whole previous plan containers keyed by name do too (extra keys are ignored)
+    assert build_plan(cfg, hosts, by_name(plan)) == plan
+
+
+def test_seed_scale_out_and_back_keeps_existing_containers():
+    hosts = inventory(engine=2, control=1)
+    one = build_plan(seed_scaled(1), hosts)
+    two = build_plan(seed_scaled(2), hosts, placement_of(one))
+    assert_invariants(two, hosts)
+    survivors = sorted(by_name(one))
+    assert set(by_name(two)) - set(survivors) == {"mindie-motor-p1-0"}
+    assert_kept(one, two, survivors)
+    p1 = by_name(two)["mindie-motor-p1-0"]
+    assert (p1["host"], p1["npu_ids"]) == ("e2", [0, 1, 2, 3])  # p0's DP ranks already publish on e1
+    assert p1["port_map"]["kv_events"] == 5557
+    assert by_name(two)["mindie-motor-p0-0"]["user_config"]["motor_deploy_config"]["p_instances_num"] == 2
+    back = build_plan(seed_scaled(1), hosts, placement_of(two))
+    assert sorted(by_name(back)) == survivors
+    assert_kept(one, back, survivors)
+    assert back == one
+
+
+def test_previous_keeps_decode_where_first_fit_would_move_it():
+    def cfg(p_count):
+        return contract_config(roles={"prefill": (p_count, 1, 4, 1), "decode": (1, 1, 4, 1)})
+
+    hosts = inventory(engine=3, control=1)
+    one = build_plan(cfg(1), hosts)
+    assert [(c["name"], c["host"], c["npu_ids"][0]) for c in one["containers"] if c["tier"] == 2] == [
+        ("job-d0-0", "e1", 4), ("job-p0-0", "e1", 0)]
+    # first fit without previous: p1 takes e1 4-7 and pushes d0 to e2
+    fresh = by_name(build_plan(cfg(2), hosts))
+    assert (fresh["job-p1-0"]["host"], fresh["job-d0-0"]["host"]) == ("e1", "e2")
+    # with previous d0 stays, p1 goes to the next free block, its ports do not disturb anyone
+    two = build_plan(cfg(2), hosts, placement_of(one))
+    assert_invariants(two, hosts)
+    assert_kept(one, two, ["job-d0-0", "job-p0-0", "job-controller", "job-coordinator"])
+    p1 = by_name(two)["job-p1-0"]
+    assert (p1["host"], p1["npu_ids"]) == ("e2", [0, 1, 2, 3])
+    # scale in from the first-fit plan: d0 stays on e2 instead of moving into the NPUs p1 frees
+    fresh_two = build_plan(cfg(2), hosts)
+    back = build_plan(cfg(1), hosts, placement_of(fresh_two))
+    assert by_name(back)["job-d0-0"]["host"] == "e2"
+    assert_kept(fresh_two, back, ["job-d0-0", "job-p0-0", "job-controller", "job-coordinator"])
+    assert by_name(build_plan(cfg(1), hosts))["job-d0-0"]["host"] == "e1"
+
+
+def test_kept_pods_take_their_ports_before_new_pods():
+    def cfg(p_count):
+        return contract_config(roles={"prefill": (p_count, 1, 2, 1), "decode": (1, 1, 2, 1)})
+
+    # without affinity p0, p1 and d0 share e1, each with the next free ports
+    hosts = inventory(engine=1, control=1)
+    two = build_plan(cfg(2), hosts)
+    before = by_name(two)
+    assert before["job-p1-0"]["port_map"] == {"node_manager": 3027, "engine_base": 10002, "dp_rpc": 9001, "kv": 30003}
+    grown = build_plan(cfg(3), hosts, placement_of(two))
+    assert_invariants(grown, hosts)
+    assert_kept(two, grown, ["job-p0-0", "job-p1-0", "job-d0-0", "job-controller", "job-coordinator"])
+    p2 = by_name(grown)["job-p2-0"]
+    assert p2["npu_ids"] == [6, 7] and p2["port_map"]["node_manager"] == 3028
+    # scale in: d0 keeps the ports it got next to p1
+    shrunk = build_plan(cfg(1), hosts, placement_of(two))
+    assert_kept(two, shrunk, ["job-p0-0", "job-d0-0", "job-controller", "job-coordinator"])
+    # a kept pod whose previous port is taken by a pod kept before it (nonsense previous) gets a fresh one
+    previous = placement_of(two)
+    previous["job-p1-0"]["port_map"]["node_manager"] = 3026
+    conts = by_name(build_plan(cfg(2), hosts, previous))
+    assert conts["job-p0-0"]["port_map"]["node_manager"] == 3026
+    assert conts["job-p1-0"]["npu_ids"] == before["job-p1-0"]["npu_ids"]
+    assert conts["job-p1-0"]["port_map"] == dict(before["job-p1-0"]["port_map"], node_manager=3027)
+    # previous ports that are not port numbers are ignored
+    previous = placement_of(two)
+    previous["job-p1-0"]["port_map"] = {"node_manager": "x", "engine_base": None, "dp_rpc": True, "kv": [1]}
+    assert by_name(build_plan(cfg(2), hosts, previous))["job-p1-0"] == before["job-p1-0"]
+
+
+@pytest.mark.parametrize("mutate", [
+    pytest.param(lambda prev: prev["job-d0-0"].update(host="ghost"), id="unknown-host"),
+    pytest.param(lambda prev: prev["job-d0-0"].update(host="c1"), id="control-host"),
+    pytest.param(lambda prev: prev["job-d0-0"].update(host="x1"), id="other-hardware-host"),
+    pytest.param(lambda prev: prev["job-d0-0"].update(npu_ids=[6, 7, 8, 9]), id="npus-out-of-range"),
+    pytest.param(lambda prev: prev["job-d0-0"].update(npu_ids=[4, 5]), id="npu-count-changed"),
+    pytest.param(lambda prev: prev["job-d0-0"].update(npu_ids=[3, 4, 6, 7]), id="not-contiguous"),
+    pytest.param(lambda prev: prev["job-d0-0"].update(host="e1", npu_ids=[0, 1, 2, 3]), id="npus-of-a-kept-pod"),
+    pytest.param(lambda prev: prev["job-d0-0"].update(npu_ids=["4", "x", 6, 7]), id="npu-not-an-int"),
+    pytest.param(lambda prev: prev["job-d0-0"].update(npu_ids="4-7"), id="npus-not-a-list"),
+    pytest.param(lambda prev: prev["job-d0-0"].pop("host"), id="no-host"),
+    pytest.param(lambda prev: prev.update({"job-d0-0": "e1"}), id="entry-not-a-dict"),
+    pytest.param(lambda prev: prev.pop("job-d0-0"), id="missing"),
+])
+def test_unusable_previous_entries_place_the_instance_fresh(mutate):
+    cfg = contract_config(roles={"prefill": (1, 1, 4, 1), "decode": (1, 1, 4, 1)})
+    hosts = inventory(engine=2, control=1, x1={"motor_host_ip": "10.0.2.1", "group_names": [ENGINE],
+                                               "motor_hardware_type": "800I_A3"})
+    hosts["e1"]["motor_npu_ids"] = "0-7"
+    # previous: p0 on e1 0-3, d0 on e2 4-7 (not where first fit would put it)
+    previous = {"job-p0-0": {"host": "e1", "npu_ids": [0, 1, 2, 3], "port_map": {}},
+                "job-d0-0": {"host": "e2", "npu_ids": [4, 5, 6, 7], "port_map": {}}}
+    plan = build_plan(cfg, hosts, previous)
+    assert (by_name(plan)["job-d0-0"]["host"], by_name(plan)["job-d0-0"]["npu_ids"]) == ("e2", [4, 5, 6, 7])
+    mutate(previous)
+    plan = build_plan(cfg, hosts, previous)
+    assert_invariants(plan, hosts)
+    conts = by_name(plan)
+    assert (conts["job-p0-0"]["host"], conts["job-p0-0"]["npu_ids"]) == ("e1", [0, 1, 2, 3])
+    assert (conts["job-d0-0"]["host"], conts["job-d0-0"]["npu_ids"]) == ("e1", [4, 5, 6, 7])  # first fit
+    assert not any(w.startswith("previous") for w in plan["warnings"])
+
+
+def test_npus_no_longer_listed_or_a3_odd_die_pair_are_not_kept():
+    cfg = contract_config(hw="800I_A3", roles={"prefill": (1, 1, 2, 1), "decode": (1, 1, 2, 1)})
+    hosts = inventory(engine=1, control=1, e1={"motor_npu_ids": "0-9"})
+    previous = {"job-p0-0": {"host": "e1", "npu_ids": [1, 2]}, "job-d0-0": {"host": "e1", "npu_ids": [8, 9]}}
+    conts = by_name(build_plan(cfg, hosts, previous))
+    assert conts["job-d0-0"]["npu_ids"] == [8, 9]  # kept
+    assert conts["job-p0-0"]["npu_ids"] == [0, 1]  # 1-2 splits two die pairs: placed fresh
+    hosts["e1"]["motor_npu_ids"] = "0-7"
+    conts = by_name(build_plan(cfg, hosts, previous))
+    assert conts["job-d0-0"]["npu_ids"] == [2, 3]
+
+
+def test_an_instance_keeps_all_its_pods_or_none():
+    cfg = contract_config(roles={"prefill": (1, 2, 4, 2), "decode": (1, 1, 4, 1)})
+    hosts = inventory(engine=3, control=1)
+    previous = {"job-p0-0": {"host": "e2", "npu_ids": [4, 5, 6, 7]}, "job-p0-1": {"host": "e3", "npu_ids": [0, 1, 2, 3]},
+                "job-d0-0": {"host": "e3", "npu_ids": [4, 5, 6, 7]}}
+    conts = by_name(build_plan(cfg, hosts, previous))
+    assert [(conts[n]["host"], conts[n]["npu_ids"][0]) for n in ("job-p0-0", "job-p0-1", "job-d0-0")] == [
+        ("e2", 4), ("e3", 0), ("e3", 4)]
+    # both pods on one host is not a valid placement: p0 is placed fresh (first fit), d0 still kept
+    previous["job-p0-1"]["host"] = "e2"
+    previous["job-p0-1"]["npu_ids"] = [0, 1, 2, 3]
+    conts = by_name(build_plan(cfg, hosts, previous))
+    assert [(conts[n]["host"], conts[n]["npu_ids"][0]) for n in ("job-p0-0", "job-p0-1", "job-d0-0")] == [
+        ("e1", 0), ("e2", 0), ("e3", 4)]
+    # one pod unusable: the whole instance is placed fresh
+    previous = {"job-p0-0": {"host": "e2", "npu_ids": [4, 5, 6, 7]}, "job-p0-1": {"host": "e3", "npu_ids": [0, 1, 2]}}
+    conts = by_name(build_plan(cfg, hosts, previous))
+    assert [(conts[n]["host"], conts[n]["npu_ids"][0]) for n in ("job-p0-0", "job-p0-1", "job-d0-0")] == [
+        ("e1", 0), ("e2", 0), ("e1", 4)]
+
+
+def test_previous_respects_the_publishing_rank_rule():
+    cfg = contract_config(roles={"prefill": (2, 1, 2, 1), "decode": (1, 1, 2, 1)}, affinity=True)
+    hosts = inventory(engine=2, control=1)
+    previous = {"job-p0-0": {"host": "e1", "npu_ids": [0, 1]}, "job-p1-0": {"host": "e1", "npu_ids": [2, 3]}}
+    conts = by_name(build_plan(cfg, hosts, previous))
+    assert (conts["job-p0-0"]["host"], conts["job-p0-0"]["npu_ids"]) == ("e1", [0, 1])
+    assert conts["job-p1-0"]["host"] == "e2"  # rank 0 already publishes on e1
+
+
+def test_control_ports_and_event_base_are_kept():
+    cfg = contract_config(roles={"prefill": (1, 1, 2, 1), "decode": (1, 1, 2, 1)}, affinity=True, pool=True)
+    hosts = inventory(engine=2, control=1, e1={"motor_reserved_ports": [5557, 10000]}, c1={"motor_reserved_ports": [1025]})
+    before = build_plan(cfg, hosts)
+    assert before["coordinator"]["infer_port"] == 1026 and before["kv_events"]["endpoint_port"] == 5558
+    # the reservations are lifted: nothing moves back
+    hosts = inventory(engine=2, control=1)
+    after = build_plan(cfg, hosts, placement_of(before))
+    assert after["coordinator"] == before["coordinator"] and after["kv_events"] == before["kv_events"]
+    assert_kept(before, after, sorted(by_name(before)))
+    # a kept port that is reserved now, or below a raised preferred value, moves; the rest stays
+    hosts = inventory(engine=2, control=1, c1={"motor_reserved_ports": [1027, 5558]})
+    cfg["user_config"]["motor_controller_config"]["api_config"] = {"controller_api_port": 2100}
+    after = build_plan(cfg, hosts, placement_of(before))
+    assert_invariants(after, hosts)
+    # mgmt loses 1027; obs keeps 1028, so mgmt gets the next free port above its preferred 1026
+    assert [after["coordinator"][k] for k in ("infer_port", "mgmt_port", "obs_port")] == [1026, 1029, 1028]
+    assert after["controller"]["api_port"] == 2100 and after["controller"]["obs_port"] == 2027
+    assert after["kv_events"]["endpoint_port"] == 5558  # 5558 is reserved on c1, where nothing publishes
+    # an event base no longer free for every rank is planned as usual (from the preferred 5557), for everyone
+    hosts = inventory(engine=2, control=1, e1={"motor_reserved_ports": [5558]})
+    after = build_plan(cfg, hosts, placement_of(before))
+    assert after["kv_events"]["endpoint_port"] == 5557
+    assert by_name(after)["job-p0-0"]["port_map"]["kv_events"] == 5557
+    assert by_name(after)["job-coordinator"]["user_config"]["motor_coordinator_config"][
+        "prefill_kv_event_config"]["endpoint"] == "tcp://*:5557"
+
+
+def test_previous_that_leaves_no_room_falls_back_to_a_fresh_plan():
+    cfg = contract_config(roles={"prefill": (1, 1, 4, 1), "decode": (1, 1, 4, 1)})
+    hosts = inventory(engine=1, control=1)
+    fresh = build_plan(cfg, hosts)
+    # d0 in the middle of the only host: no block of 4 is left for p0
+    plan = build_plan(cfg, hosts, {"job-d0-0": {"host": "e1", "npu_ids": [2, 3, 4, 5]}})
+    assert plan["warnings"][:-1] == fresh["warnings"]
+    assert plan["warnings"][-1].startswith("previous: the running containers cannot all keep their place "
+                                           "(motor_deploy_config.p_instances_num: cannot place prefill instance 0")
+    assert plan["containers"] == fresh["containers"]
+    # a config that cannot be planned at all reports the plain error
+    with pytest.raises(MotorPlanError) as err:
+        build_plan(contract_config(roles={"prefill": (3, 1, 4, 1), "decode": (1, 1, 4, 1)}), hosts, placement_of(fresh))
+    assert str(err.value).startswith("motor_deploy_config: 800I_A2 engine hosts need 16 NPUs")
+
+
+# --------------------------------------------------------------------------------------------------
 # table and filter shim
 
 
@@ -692,6 +927,11 @@ def test_filter_shim():
     assert set(filters) == {"motor_plan", "motor_plan_table"}
     plan = filters["motor_plan"](contract_config(), inventory(engine=1, control=1))
     assert "job-p0-0" in filters["motor_plan_table"](plan)
+    assert filters["motor_plan"](contract_config(), inventory(engine=1, control=1), None) == plan
+    assert filters["motor_plan"](contract_config(), inventory(engine=1, control=1), placement_of(plan)) == plan
+    moved = {"job-d0-0": {"host": "e1", "npu_ids": [6, 7], "port_map": {"node_manager": 4100}}}
+    conts = by_name(filters["motor_plan"](contract_config(), inventory(engine=1, control=1), previous=moved))
+    assert conts["job-d0-0"]["npu_ids"] == [6, 7] and conts["job-d0-0"]["port_map"]["node_manager"] == 4100
     with pytest.raises(AnsibleFilterError, match="hosts: must be a non-empty mapping"):
         filters["motor_plan"](contract_config(), {})
     with pytest.raises(AnsibleFilterError, match="expects the output of pymotor.ascend.motor_plan"):

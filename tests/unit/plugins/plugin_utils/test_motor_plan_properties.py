@@ -6,6 +6,9 @@
 Properties: no port bound twice on a host, ports in 1024..65535 and never reserved, no NPU given twice, NPUs
 from the host's list, contiguous and in die pairs on A3, the pods of an instance on distinct hosts, publishing
 pods with affinity never share DP ranks on a host, inputs untouched, output deterministic and JSON-serialisable.
+With ``previous``: a plan's own placement gives the same plan back, scaling a role by one instance leaves every
+surviving container identical (but for the instance counts) whenever it fits, and any previous, however stale,
+gives a plan that keeps the invariants whenever a plan exists.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config as mc
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import MotorPlanError, build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import MotorPlanError, build_plan, placement_of
 
 ENGINE = "motor_engine_hosts"
 CONTROL = "motor_control_hosts"
@@ -238,3 +241,124 @@ def test_seed_configs_through_motor_config(name, count, pods, npus, n_hosts, hw)
         return
     event("planned")
     check_plan(plan, cfg, hosts)
+
+
+# --------------------------------------------------------------------------------------------------
+# previous: sticky placement
+
+STICKY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+COUNT_KEYS = {"prefill": "p_instances_num", "decode": "d_instances_num", "union": "hybrid_instances_num"}
+
+
+def with_counts(cfg, role=None, delta=0):
+    """A copy of cfg with the instance counts also in motor_deploy_config, role's count changed by delta."""
+    cfg = copy.deepcopy(cfg)
+    if role is not None:
+        cfg["engines"][role]["count"] += delta
+    for name, eng in cfg["engines"].items():
+        cfg["user_config"]["motor_deploy_config"][COUNT_KEYS[name]] = eng["count"]
+    return cfg
+
+
+def masked(cont):
+    cont = copy.deepcopy(cont)
+    for key in COUNT_KEYS.values():
+        cont["user_config"]["motor_deploy_config"].pop(key, None)
+    return cont
+
+
+def plan_or_none(cfg, hosts, previous=None):
+    try:
+        return build_plan(cfg, hosts, previous)
+    except MotorPlanError as err:
+        assert "bug in motor_plan" not in str(err)
+        return None
+
+
+@STICKY_SETTINGS
+@given(scenarios())
+def test_previous_plan_is_a_fixed_point(scenario):
+    cfg, hosts = scenario
+    plan = plan_or_none(cfg, hosts)
+    assume(plan is not None)
+    assert build_plan(cfg, hosts, placement_of(plan)) == plan
+
+
+@STICKY_SETTINGS
+@given(scenarios(), st.data())
+def test_scaling_by_one_keeps_every_surviving_container(scenario, data):
+    cfg, hosts = scenario
+    role = data.draw(st.sampled_from(sorted(cfg["engines"])))
+    delta = data.draw(st.sampled_from([-1, 1]))
+    assume(cfg["engines"][role]["count"] + delta >= 1)
+    old_cfg, new_cfg = with_counts(cfg), with_counts(cfg, role, delta)
+    old = plan_or_none(old_cfg, hosts)
+    assume(old is not None)
+    new = plan_or_none(new_cfg, hosts, placement_of(old))
+    if new is None:
+        assert delta > 0  # removing an instance always fits
+        event("scale-out does not fit")
+        return
+    check_plan(new, new_cfg, hosts)
+    if any(w.startswith("previous:") for w in new["warnings"]):
+        assert delta > 0
+        event("scale-out fits only from scratch")
+        return
+    if new["kv_events"] != old["kv_events"]:
+        # only a new publishing pod on a host where the event base is taken or reserved moves it
+        assert delta > 0 and role == old["kv_events"]["role"]
+        assert any(h.get("motor_reserved_ports") for h in hosts.values())
+        event("event base moved")
+        return
+    event(f"kept ({'out' if delta > 0 else 'in'})")
+    before, after = ({c["name"]: c for c in p["containers"]} for p in (old, new))
+    survivors = set(before) & set(after)
+    assert len(survivors) == len(before) - (cfg["engines"][role]["pods"] if delta < 0 else 0)
+    for name in survivors:
+        for key in ("host", "npu_ids", "port_map", "ports", "env", "devices"):
+            assert before[name][key] == after[name][key], (name, key)
+        assert masked(before[name]) == masked(after[name]), name
+
+
+def _garbage_entry():
+    port = st.one_of(st.integers(0, 70000), st.sampled_from(["9000", "x", None, True]))
+    return st.one_of(
+        st.none(), st.text(max_size=3),
+        st.fixed_dictionaries({}, optional={
+            "host": st.one_of(st.sampled_from(["e0", "e1", "s0", "c0", "ghost"]), st.none()),
+            "npu_ids": st.one_of(st.lists(st.integers(-1, 17), max_size=17), st.text(max_size=3)),
+            "port_map": st.one_of(st.dictionaries(st.sampled_from(
+                ["node_manager", "engine_base", "dp_rpc", "kv", "kv_events", "kv_events_replay", "infer", "mgmt",
+                 "obs", "metaserver", "api", "master", "http"]), port), st.none()),
+        }))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.data())
+def test_any_previous_gives_a_valid_plan_when_one_exists(scenario, data):
+    """Stale, shifted or nonsense previous entries never break the invariants nor turn a plan into an error."""
+    cfg, hosts = scenario
+    fresh = plan_or_none(cfg, hosts)
+    previous = placement_of(fresh) if fresh is not None else {}
+    for name in sorted(previous):
+        choice = data.draw(st.integers(0, 4))
+        if choice == 1:
+            previous[name] = data.draw(_garbage_entry())
+        elif choice == 2 and previous[name]["npu_ids"]:
+            shift = data.draw(st.sampled_from([-2, -1, 1, 2]))
+            previous[name]["npu_ids"] = [n + shift for n in previous[name]["npu_ids"]]
+        elif choice == 3:
+            previous[name]["host"] = data.draw(st.sampled_from(sorted(hosts)))
+    extra = data.draw(st.lists(st.sampled_from(["prop-p0-0", "prop-d1-0", "prop-u0-1", "prop-p9-2", "prop-coordinator"]),
+                               max_size=3))
+    for name in extra:
+        previous[name] = data.draw(_garbage_entry())
+    previous_before = copy.deepcopy(previous)
+    plan = plan_or_none(cfg, hosts, previous)
+    assert previous == previous_before
+    if fresh is None:
+        assert plan is None
+        return
+    assert plan is not None
+    check_plan(plan, cfg, hosts)
+    event("fallback" if any(w.startswith("previous:") for w in plan["warnings"]) else "sticky")

@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Filter shims of the deploy reconciliation (logic in plugin_utils/motor_reconcile.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: motor_reconcile
+short_description: Decide what a (re-)deploy does with every container of a PyMotor job
+version_added: 1.0.0
+author: pymotor.ascend contributors (@pymotor-ascend)
+description:
+  - Compares the plan (P(pymotor.ascend.motor_plan#filter) output) and the hash parts of every planned container
+    with the containers Docker reports per host, and returns per container an action (create, recreate, start,
+    keep, remove), the reason, and how it is carried out (C(first) removed before tier 0, C(drain) unregistered
+    from the KV conductor then removed, C(parallel) in its tier, C(rolling) one engine instance at a time).
+  - The logic lives in C(plugins/plugin_utils/motor_reconcile.py); the filter does no I/O.
+  - Companion filters in the same file, all pure functions
+    C(motor_reconcile_spec_digest(container)) digests a plan entry with the instance counts masked;
+    C(motor_reconcile_placement(container)) is the placement label the next plan reads back;
+    C(motor_reconcile_previous(existing)) turns the containers per host into the C(previous) input of
+    C(motor_plan); C(motor_reconcile_drain_requests(drain, services)) lists the conductor C(/unregister) bodies
+    of drained containers and C(motor_reconcile_drained(drain, services)) the endpoints still registered;
+    C(motor_reconcile_table(result)) renders the changes as text.
+positional: _input, parts, existing
+options:
+  _input:
+    description:
+      - The deployment plan.
+    type: dict
+    required: true
+  parts:
+    description:
+      - Per planned container name, C(image) (image id), C(spec) (spec digest) and C(shared) (digest of the role
+        settings every container shares).
+    type: dict
+    required: true
+  existing:
+    description:
+      - Per host, the job's containers as C(community.docker.docker_host_info) lists them (C(Names), C(State),
+        C(Labels)).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Decide the actions
+  ansible.builtin.set_fact:
+    reconcile: "{{ motor_plan_result | pymotor.ascend.motor_reconcile(parts, existing) }}"
+
+- name: Show what changes
+  ansible.builtin.debug:
+    msg: "{{ (reconcile | pymotor.ascend.motor_reconcile_table).splitlines() }}"
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(hashes) and C(parts) (the label values per container), C(actions) (container, host, role, tier, job_name,
+      action, reason, mode), C(first) (host to names removed before tier 0), C(drain) (containers to unregister
+      and remove), C(start) (host to names started in their tier), C(rolling) (engine instances in order, each
+      with its containers and hosts) and C(changes) (the actions other than keep).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_reconcile import (
+    change_table,
+    drain_requests,
+    drained_endpoints,
+    placement_label,
+    previous_placement,
+    reconcile,
+    spec_digest,
+)
+
+
+def motor_reconcile(plan, parts, existing):
+    """Decide the action of every container of the job."""
+    if not isinstance(plan, dict) or "containers" not in plan:
+        raise AnsibleFilterError("motor_reconcile: expects the output of pymotor.ascend.motor_plan")
+    return reconcile(plan, parts or {}, existing or {})
+
+
+def motor_reconcile_spec_digest(container):
+    """Digest of a plan entry, instance counts masked."""
+    return spec_digest(container)
+
+
+def motor_reconcile_placement(container):
+    """Placement label value of a plan entry."""
+    return placement_label(container)
+
+
+def motor_reconcile_previous(existing):
+    """Current placement from the containers' labels, per container name."""
+    return previous_placement(existing)
+
+
+def motor_reconcile_drain_requests(drain, services):
+    """Conductor /unregister bodies for the drained containers."""
+    return drain_requests(drain, services)
+
+
+def motor_reconcile_drained(drain, services):
+    """Endpoints of drained containers the conductor still lists."""
+    return drained_endpoints(drain, services)
+
+
+def motor_reconcile_table(result):
+    """Render the changes as text."""
+    return change_table(result)
+
+
+class FilterModule:
+    """The pymotor.ascend.motor_reconcile filters."""
+
+    def filters(self):
+        """Return the filters of this plugin."""
+        return {
+            "motor_reconcile": motor_reconcile,
+            "motor_reconcile_spec_digest": motor_reconcile_spec_digest,
+            "motor_reconcile_placement": motor_reconcile_placement,
+            "motor_reconcile_previous": motor_reconcile_previous,
+            "motor_reconcile_drain_requests": motor_reconcile_drain_requests,
+            "motor_reconcile_drained": motor_reconcile_drained,
+            "motor_reconcile_table": motor_reconcile_table,
+        }

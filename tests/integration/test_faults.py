@@ -1,0 +1,232 @@
+"""Faults on a small simulated cluster (one A2 engine host with 1 P x 4 NPUs + 1 D x 4 NPUs, and a control host;
+prefix pymotor-fault): an interrupted deploy, an unreachable engine host, a crashing engine, a coordinator that
+never becomes ready, and (on this machine's Docker, no cluster) an image build that fails half-way.
+
+The tests run in file order on one cluster; each starts from the state the previous one left and says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import simctl
+from fault_support import (
+    REPO,
+    ansible_env,
+    build_image,
+    conductor_image_run,
+    container_exists,
+    image_id,
+    inspect,
+    job_containers,
+    make_build_inputs,
+    playbook,
+    playbook_argv,
+    recap_changed,
+    write_config,
+)
+from support import wait_for
+
+PREFIX = "pymotor-fault"
+JOB = "fault-job"
+# Fast readiness polling: the stand-in is ready within seconds.
+FAST = ("-e", "motor_service_ready_timeout=240", "-e", "motor_service_ready_delay=1")
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("faults")
+    build_image()
+    config = tmp / "config"
+    write_config(config, JOB)
+    simctl.down(PREFIX)
+    try:
+        hosts = simctl.up(1, "800I_A2", PREFIX, control=True)
+        simctl.load_image(PREFIX, "local/pymotor-fault:test")
+        inventory = tmp / "hosts.yml"
+        simctl.write_inventory(hosts, inventory)
+        engine = [h for h in hosts if not h["name"].endswith("-ctl")][0]
+        yield {"hosts": hosts, "inventory": inventory, "config": config, "tmp": tmp, "engine": engine,
+               "ctl": [h for h in hosts if h["name"].endswith("-ctl")][0]}
+    finally:
+        subprocess.run(["docker", "unpause", f"{PREFIX}-1"], capture_output=True)
+        simctl.down(PREFIX)
+
+
+def assert_converged(cluster) -> dict[str, str]:
+    """Every planned container exists exactly once, on its planned host, running; no other container of the job
+    (labelled or merely named like one) exists. Returns {name: container id}."""
+    plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
+    where = {c["name"]: c["host"] for c in plan["containers"]}
+    found = job_containers(cluster["hosts"], JOB)
+    names = [name for _, name, _ in found]
+    assert sorted(names) == sorted(where), f"containers {sorted(names)} != plan {sorted(where)}"
+    assert all(where[name] == host for host, name, _ in found), found
+    for host in cluster["hosts"]:
+        _, out = simctl.host_exec(host["name"], f"docker ps -a --filter name=^{JOB}- --format '{{{{.Names}}}} "
+                                                "{{.State}}'")
+        for line in out.split("\n"):
+            if line.strip():
+                name, state = line.split()
+                assert name in where, f"orphan container {name} on {host['name']}"
+                assert state == "running", f"{name} is {state}"
+    return {name: cid for _, name, cid in found}
+
+
+def started_at(cluster) -> dict[str, str]:
+    """{name: container id + start time} of the job's containers on every host (changes on recreate or restart)."""
+    state = {}
+    for host in cluster["hosts"]:
+        names = [name for h, name, _ in job_containers([host], JOB)]
+        for info in inspect(host["name"], names) if names else []:
+            state[info["Name"].lstrip("/")] = f'{info["Id"]} {info["State"]["StartedAt"]}'
+    return state
+
+
+def test_interrupted_deploy_converges_on_rerun(cluster):
+    """Kill the whole ansible-playbook process group while the containers start, then deploy again."""
+    argv = playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
+    log = (cluster["tmp"] / "interrupted.log").open("w")
+    proc = subprocess.Popen(argv, cwd=REPO, env=ansible_env(), stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        # 6 planned containers in 3 tiers; stop as soon as some but not all exist.
+        def partly_started():
+            found = job_containers(cluster["hosts"], JOB) if proc.poll() is None else []
+            return 0 < len(found) < 6 and found
+
+        partial = wait_for(partly_started, timeout=240, interval=0.1, what="a partly started deploy")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log.close()
+    assert proc.returncode == -signal.SIGKILL, f"deploy ended by itself (rc {proc.returncode}) before the kill"
+    assert 0 < len(partial) < 6
+
+    rerun = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
+    assert "all deploy end." in rerun.stdout
+    assert_converged(cluster)
+    third = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
+    assert recap_changed(third.stdout) == 0, third.stdout[-3000:]
+
+
+def test_unreachable_engine_host_stops_everything_and_rerun_converges(cluster):
+    """With the deployed job from the previous test: change the controller's env (a rollout that would recreate the
+    whole control plane and the engines), freeze the engine host (`docker pause`: every Ansible command there
+    fails, like a host that hangs), deploy. Nothing may be touched anywhere; the host is named; after it
+    returns, the same deploy converges."""
+    before = started_at(cluster)
+    write_config(cluster["config"], JOB, env_extra={"motor_controller_env": {"MOTOR_FAULT_ROLLOUT": "1"}})
+    engine = cluster["engine"]["name"]
+    subprocess.run(["docker", "pause", engine], check=True, capture_output=True)
+    try:
+        # Bounded port wait: if the readiness play runs at all (it should not), it must not wait 300 s.
+        failed = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST,
+                          "-e", "motor_service_port_timeout=10", check=False)
+    finally:
+        subprocess.run(["docker", "unpause", engine], check=True, capture_output=True)
+    assert failed.returncode != 0
+    assert re.search(rf"fatal: \[{engine}\]: UNREACHABLE!", failed.stdout), failed.stdout[-4000:]
+    assert not re.search(r"pymotor-fault-ctl\s+: .*changed=[1-9]", failed.stdout), failed.stdout[-2000:]
+    assert "Start tier" not in failed.stdout.split("UNREACHABLE!")[1], "the host play went on after the failure"
+    assert started_at(cluster) == before, "a container was recreated or restarted while a host was unreachable"
+    assert "Wait until the controller port answers" not in failed.stdout, "the readiness play ran after the failure"
+    assert f"deploy stopped: {engine} did not finish" in failed.stdout, failed.stdout[-3000:]
+
+    playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
+    ids = assert_converged(cluster)
+    assert ids[f"{JOB}-controller"] != before[f"{JOB}-controller"].split()[0], "the rollout was not applied"
+
+
+def test_engine_crash_is_restarted_and_reported(cluster):
+    """The decode engine container crashes once 8 s after start (stand-in knob): the restart policy brings it
+    back, verify.yml reports its restart count, and the instance re-registers so the checks pass again."""
+    crasher = f"{JOB}-d0-0"
+    write_config(cluster["config"], JOB, env_extra={
+        "motor_controller_env": {"MOTOR_FAULT_ROLLOUT": "1"},
+        "motor_engine_decode_env": {"MOTOR_SIM_CRASH_AFTER": "8", "MOTOR_SIM_CRASH_ONCE": "1"}})
+    playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
+    engine = cluster["engine"]["name"]
+
+    def restarted():
+        info = inspect(engine, [crasher])[0]
+        return info["RestartCount"] > 0 and info["State"]["Running"] and info
+
+    info = wait_for(restarted, timeout=90, interval=1, what=f"{crasher} restarted by the restart policy")
+    _, logs = simctl.host_exec(engine, f"docker logs {crasher} 2>&1")
+    assert "MOTOR_SIM_CRASH_AFTER=8: crashing now" in logs
+
+    report_path = cluster["tmp"] / "verify-crash.json"
+    deadline = time.monotonic() + 90
+    while True:
+        result = playbook("verify.yml", cluster["inventory"], cluster["config"],
+                          "-e", f"motor_verify_report={report_path}", check=False)
+        report = json.loads(report_path.read_text())
+        rows = {c["container"]: c for c in report["containers"]}
+        assert rows[crasher]["restarts"] >= info["RestartCount"] >= 1, rows[crasher]
+        assert all(c["restarts"] == 0 for name, c in rows.items() if name != crasher), rows
+        if report["passed"] or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert report["passed"] and result.returncode == 0, f"no recovery after the restart: {failed}"
+
+
+def test_coordinator_never_ready_fails_within_timeout_with_its_logs(cluster):
+    """The coordinator never reports ready (stand-in knob): the deploy fails within the configured readiness timeout
+    and shows the last log lines of the containers it waited for, the coordinator's among them."""
+    write_config(cluster["config"], JOB, env_extra={
+        "motor_controller_env": {"MOTOR_FAULT_ROLLOUT": "1"},
+        "motor_coordinator_env": {"MOTOR_SIM_NEVER_READY": "1"}})
+    timeout = 20
+    argv = playbook_argv("deploy.yml", cluster["inventory"], cluster["config"],
+                         "-e", f"motor_service_ready_timeout={timeout}", "-e", "motor_service_ready_delay=2")
+    proc = subprocess.Popen(argv, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines, wait_started = [], None
+    for line in proc.stdout:  # time the readiness wait itself, not the container starts before it
+        lines.append(line)
+        if wait_started is None and line.startswith("TASK [") and "Wait until the coordinator reports ready" in line:
+            wait_started = time.monotonic()
+    proc.wait(timeout=600)
+    waited = time.monotonic() - (wait_started or 0)
+    out = "".join(lines)
+    assert proc.returncode != 0
+    assert wait_started is not None, out[-4000:]
+    assert timeout - 2 <= waited < timeout + 30, f"failed {waited:.0f} s after the wait began (timeout {timeout} s)"
+    assert "Wait until the coordinator reports ready" in out and "did not succeed within its timeout" in out
+    assert "MOTOR_SIM_NEVER_READY=1" in out  # the coordinator's last /readiness answer
+    ctl = cluster["ctl"]["name"]
+    section = out.split(f"----- {ctl}/{JOB}-coordinator", 1)
+    assert len(section) == 2, out[-4000:]
+    coordinator_lines = section[1].split("-----", 1)[0]
+    _, tail = simctl.host_exec(ctl, f"docker logs --tail 5 {JOB}-coordinator 2>&1")
+    assert tail.strip() and all(line.strip()[:60] in coordinator_lines for line in tail.splitlines() if line.strip())
+    assert "[coordinator]" in coordinator_lines
+
+
+def test_failed_image_build_keeps_previous_tag_and_leaves_no_container(tmp_path):
+    """A build that fails inside its temporary container (after packages and Go, in go build) leaves the previous
+    image tag as it was and removes the build container and the candidate tag."""
+    base, tarball, sha = make_build_inputs(tmp_path)
+    target = "local/pymotor-fault-ib:prev"
+    subprocess.run(["docker", "tag", "local/debian:bookworm", target], check=True)
+    previous = image_id(target)
+    build_container = "pymotor-fault-ib-build"
+    result = conductor_image_run(tmp_path, base, target, tarball, sha, build_container)
+    out = result.stdout
+    assert result.returncode != 0
+    assert "build failed" in out and "simulated compile error" in out, out[-4000:]
+    assert "==> " in out and "installing Go" in out  # it failed half-way, not before the container ran
+    assert image_id(target) == previous
+    assert not container_exists(build_container)
+    assert image_id(f"{target}-candidate") == ""

@@ -1,0 +1,193 @@
+"""Security properties of a deployed job on a small simulated cluster (one A2 engine host with 1 P x 4 NPUs +
+1 D x 4 NPUs, and a control host; prefix pymotor-sec): no privileged container, exactly the planned devices,
+config modes, secrets kept out of the (verbose) Ansible output and the log bundle, management endpoints on the host
+address; and (on this machine's Docker) the Go archive checksum of the image build."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tarfile
+
+import pytest
+
+import simctl
+from fault_support import (
+    build_image,
+    conductor_image_run,
+    container_exists,
+    image_id,
+    inspect,
+    job_containers,
+    make_build_inputs,
+    playbook,
+    write_config,
+)
+
+PREFIX = "pymotor-sec"
+JOB = "sec-job"
+API_KEY = "FAKE-APIKEY-7c41e2"
+TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-5d90ab-----END PRIVATE KEY-----"
+TLS_PASSWORD = "FAKE-TLSPASS-88e1f0"
+SECRETS = (API_KEY, "FAKE-TLSKEY-5d90ab", TLS_PASSWORD)
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("security")
+    build_image()
+    config = tmp / "config"
+    # Where PyMotor reads credentials: the controller's API key and the management TLS settings.
+    write_config(config, JOB, user_extra={
+        "motor_controller_config": {"api_key": API_KEY},
+        "motor_deploy_config": {"tls_config": {"mgmt_tls_config": {
+            "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD}}}})
+    simctl.down(PREFIX)
+    try:
+        hosts = simctl.up(1, "800I_A2", PREFIX, control=True)
+        simctl.load_image(PREFIX, "local/pymotor-fault:test")
+        inventory = tmp / "hosts.yml"
+        simctl.write_inventory(hosts, inventory)
+        deploy = playbook("deploy.yml", inventory, config, "-v",
+                          "-e", "motor_service_ready_timeout=240", "-e", "motor_service_ready_delay=1")
+        plan = json.loads((config / "motor_plan.json").read_text())
+        yield {"hosts": hosts, "inventory": inventory, "config": config, "tmp": tmp, "plan": plan,
+               "deploy_output": deploy.stdout + deploy.stderr}
+    finally:
+        simctl.down(PREFIX)
+
+
+def inspected(cluster) -> dict[str, dict]:
+    """{container name: docker inspect} of every container of the job, checked against the plan."""
+    by_name = {}
+    for host in cluster["hosts"]:
+        names = [name for _, name, _ in job_containers([host], JOB)]
+        for info in inspect(host["name"], names) if names else []:
+            by_name[info["Name"].lstrip("/")] = info
+    assert set(by_name) == {c["name"] for c in cluster["plan"]["containers"]}
+    return by_name
+
+
+def test_no_container_is_privileged_or_gains_capabilities(cluster):
+    for name, info in inspected(cluster).items():
+        host_config = info["HostConfig"]
+        assert host_config["Privileged"] is False, name
+        assert not host_config.get("CapAdd"), f"{name}: CapAdd {host_config.get('CapAdd')}"
+        assert not host_config.get("DeviceCgroupRules"), f"{name}: {host_config.get('DeviceCgroupRules')}"
+        assert not any(opt.split("=")[-1] == "unconfined" for opt in host_config.get("SecurityOpt") or []), name
+        assert host_config.get("PidMode", "") in ("", "private"), name
+        assert not any("docker.sock" in m["Source"] for m in info["Mounts"]), name
+
+
+def test_engines_get_exactly_the_planned_devices(cluster):
+    by_name = inspected(cluster)
+    for container in cluster["plan"]["containers"]:
+        info = by_name[container["name"]]
+        got = sorted(f'{d["PathOnHost"]}:{d["PathInContainer"]}:{d["CgroupPermissions"]}'
+                     for d in info["HostConfig"].get("Devices") or [])
+        assert got == sorted(container["devices"]), container["name"]
+        rc, out = simctl.host_exec(container["host"], f"docker exec {container['name']} sh -c 'ls /dev/davinci* "
+                                                      "2>/dev/null || true'")
+        visible = sorted(out.split())
+        if container["npu_ids"]:
+            assert all(d.endswith(":rwm") for d in got)
+            expected = sorted([f"/dev/davinci{i}" for i in container["npu_ids"]]
+                              + ["/dev/davinci_manager"])
+            assert visible == expected, f"{container['name']} sees {visible}"
+        else:
+            assert got == [] and visible == [], f"control-plane container {container['name']} sees {visible}"
+
+
+def test_config_directories_0750_and_files_0640_root_owned(cluster):
+    for host in cluster["hosts"]:
+        rc, out = simctl.host_exec(host["name"], f"find /etc/pymotor/{JOB} -printf '%y %m %u:%g %p\\n'")
+        assert rc == 0, out
+        entries = [line.split(" ", 3) for line in out.splitlines() if line.strip()]
+        planned = [c["name"] for c in cluster["plan"]["containers"] if c["host"] == host["name"]]
+        assert {f"/etc/pymotor/{JOB}/{n}" for n in planned} <= {p for _, _, _, p in entries}
+        for kind, mode, owner, path in entries:
+            assert owner == "root:root", path
+            assert (kind, mode) in (("d", "750"), ("f", "640")), f"{path}: {kind} {mode}"
+
+
+def test_collect_logs_bundle_holds_no_secret(cluster):
+    dest = cluster["tmp"] / "bundles"
+    playbook("collect_logs.yml", cluster["inventory"], cluster["config"], "-e", f"motor_logs_dest={dest}")
+    archives = list(dest.glob(f"pymotor-logs-{JOB}-*.tar.gz"))
+    assert len(archives) == 1
+    with tarfile.open(archives[0]) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    configs = [n for n in files if n.endswith("/user_config.json")]
+    assert len(configs) == len(cluster["plan"]["containers"])
+    for name, data in files.items():
+        for secret in SECRETS:
+            assert secret.encode() not in data, f"{secret} in {name}"
+    masked = json.loads(files[configs[0]])
+    assert masked["motor_controller_config"]["api_key"] == "********"
+    tls = masked["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]
+    assert tls["tls_key"] == tls["tls_key_password"] == "********"
+
+
+def test_verbose_deploy_output_holds_no_secret(cluster):
+    output = cluster["deploy_output"]
+    leaks = sorted({task for task, chunk in re.findall(r"TASK \[([^\]]+)\][^\n]*\n(.*?)(?=\nTASK \[|\Z)", output,
+                                                        flags=re.S)
+                    if any(secret in chunk for secret in SECRETS)})
+    assert not leaks, f"secrets printed by: {leaks}"
+    assert not any(secret in output for secret in SECRETS)
+
+
+def test_management_endpoints_bind_the_host_address(cluster):
+    """PyMotor binds its controller / coordinator / node-manager APIs to controller_api_host / coordinator_api_host /
+    pod_ip, defaulting to POD_IP: the plan must give the host address there, never 0.0.0.0, and the listening
+    sockets must be on that address. (mooncake_master, the Go conductor and vLLM's KV-event ZMQ sockets have no
+    host setting that PyMotor passes through and listen on every interface.)"""
+    by_name = inspected(cluster)
+    hosts = {h["name"]: h["ip"] for h in cluster["hosts"]}
+    for container in cluster["plan"]["containers"]:
+        ip = hosts[container["host"]]
+        assert container["ip"] == ip
+        env = dict(item.split("=", 1) for item in by_name[container["name"]]["Config"]["Env"])
+        assert env["POD_IP"] == env["HOST_IP"] == ip, container["name"]
+        _, raw = simctl.host_exec(container["host"], f"cat {container['configmap_path']}/user_config.json")
+        user = json.loads(raw)
+        binds = [user["motor_controller_config"].get("api_config", {}).get("controller_api_host"),
+                 user["motor_coordinator_config"].get("api_config", {}).get("coordinator_api_host")]
+        if container["role"] in ("prefill", "decode", "union"):
+            section = user[f"motor_engine_{container['role']}_config"]
+            binds.append(section.get("motor_nodemanger_config", {}).get("api_config", {}).get("pod_ip"))
+        assert all(value in (None, ip) for value in binds), f"{container['name']}: {binds}"
+
+        rc, out = simctl.host_exec(container["host"], "ss -Hltn")
+        assert rc == 0, out
+        listening = {}
+        for line in out.splitlines():
+            address, _, port = line.split()[3].rpartition(":")
+            listening.setdefault(int(port), set()).add(address.strip("[]"))
+        ports = container["port_map"]
+        mgmt = {"controller": [ports.get("api"), ports.get("obs")],
+                "coordinator": [ports.get("infer"), ports.get("mgmt"), ports.get("obs")]}.get(container["role"])
+        if mgmt is None and container["role"] in ("prefill", "decode", "union"):
+            mgmt = [ports["node_manager"]] + [p for e in container["endpoints"]
+                                              for p in (e["service_port"], e["mgmt_port"])]
+        for port in mgmt or []:
+            assert listening.get(port) == {ip}, f"{container['name']} port {port} listens on {listening.get(port)}"
+
+
+def test_go_archive_with_a_wrong_sha256_is_refused(tmp_path):
+    """conductor_image verifies the Go archive before it starts a build container: a mismatch stops the build,
+    names both checksums, and leaves the target tag and Docker as they were."""
+    base, tarball, actual = make_build_inputs(tmp_path)
+    wrong = "0123456789abcdef" * 4
+    target = "local/pymotor-fault-ib:checksum"
+    subprocess.run(["docker", "tag", "local/debian:bookworm", target], check=True)
+    previous = image_id(target)
+    result = conductor_image_run(tmp_path, base, target, tarball, wrong, "pymotor-fault-sha-build")
+    assert result.returncode != 0
+    # The YAML callback folds long messages: compare with whitespace collapsed.
+    assert f"has sha256 {actual}, expected {wrong}: refusing to build with it" in " ".join(result.stdout.split())
+    assert "Start the build container" not in result.stdout
+    assert image_id(target) == previous and not container_exists("pymotor-fault-sha-build")

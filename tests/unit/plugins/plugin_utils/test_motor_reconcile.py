@@ -1,0 +1,199 @@
+"""Unit tests of plugins/plugin_utils/motor_reconcile.py on real plans of the seed PD-separation config."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config, motor_plan, motor_reconcile as mr
+
+SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
+HOSTS = {
+    "h1": {"motor_host_ip": "10.0.0.1", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
+    "h2": {"motor_host_ip": "10.0.0.2", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
+    "ctl": {"motor_host_ip": "10.0.0.9", "group_names": ["motor_control_hosts"]},
+}
+
+
+def make_plan(p=1, d=1, mutate=None):
+    user = json.loads((SEED / "user_config.json").read_text())
+    user["motor_deploy_config"].update(p_instances_num=p, d_instances_num=d)
+    if mutate:
+        mutate(user)
+    return motor_plan.build_plan(motor_config.normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
+
+
+def parts_of(plan, image="sha256:img", shared="s1"):
+    return {c["name"]: {"image": image, "spec": mr.spec_digest(c), "shared": shared} for c in plan["containers"]}
+
+
+def deployed(plan, parts, state="running", skip=()):
+    """What Docker would list after a deploy of ``plan`` with ``parts``."""
+    hashes, labels = mr.container_hashes(plan, parts)
+    out = {}
+    for c in plan["containers"]:
+        if c["name"] in skip:
+            continue
+        out.setdefault(c["host"], []).append({
+            "Names": ["/" + c["name"]], "State": state,
+            "Labels": {mr.CONTAINER_LABEL: c["name"], "io.pymotor.role": c["role"], mr.HASH_LABEL: hashes[c["name"]],
+                       mr.PARTS_LABEL: labels[c["name"]], mr.PLACEMENT_LABEL: mr.placement_label(c),
+                       mr.PORTS_LABEL: ",".join(str(p) for p in c["ports"])}})
+    return out
+
+
+def actions(result):
+    return {r["container"]: (r["action"], r["mode"]) for r in result["actions"]}
+
+
+def test_first_deploy_creates_everything_in_parallel():
+    plan = make_plan()
+    result = mr.reconcile(plan, parts_of(plan), {})
+    assert {a for a, _ in actions(result).values()} == {"create"}
+    assert {m for _, m in actions(result).values()} == {"parallel"}
+    assert sorted(n for names in result["start"].values() for n in names) == sorted(c["name"] for c in plan["containers"])
+    assert result["rolling"] == [] and result["first"] == {} and result["drain"] == []
+
+
+def test_rerun_keeps_everything():
+    plan = make_plan()
+    parts = parts_of(plan)
+    result = mr.reconcile(plan, parts, deployed(plan, parts))
+    assert result["changes"] == [] and result["start"] == {}
+    assert "no container changes" in mr.change_table(result)
+
+
+def test_stopped_containers_are_started_not_recreated():
+    plan = make_plan()
+    parts = parts_of(plan)
+    result = mr.reconcile(plan, parts, deployed(plan, parts, state="exited"))
+    assert {a for a, _ in actions(result).values()} == {"start"}
+    assert all(r["reason"] == "was exited" for r in result["changes"])
+
+
+def test_decode_only_change_rolls_exactly_the_decode_instance():
+    plan = make_plan()
+    parts = parts_of(plan)
+    changed = make_plan(mutate=lambda u: u["motor_engine_decode_config"]["engine_config"].update(max_num_seqs=17))
+    result = mr.reconcile(changed, parts_of(changed), deployed(plan, parts))
+    touched = {r["container"]: r for r in result["changes"]}
+    assert set(touched) == {"mindie-motor-d0-0"}
+    assert touched["mindie-motor-d0-0"]["mode"] == "rolling"
+    assert touched["mindie-motor-d0-0"]["reason"] == "own config changed"
+    assert [r["job_name"] for r in result["rolling"]] == [touched["mindie-motor-d0-0"]["job_name"]]
+
+
+def test_coordinator_only_change_restarts_only_the_coordinator():
+    plan = make_plan()
+    parts = parts_of(plan)
+
+    def mutate(user):
+        user.setdefault("motor_coordinator_config", {}).setdefault("timeout_config", {})["request_timeout"] = 77
+    changed = make_plan(mutate=mutate)
+    result = mr.reconcile(changed, parts_of(changed), deployed(plan, parts))
+    assert [(r["container"], r["action"], r["mode"]) for r in result["changes"]] == [
+        ("mindie-motor-coordinator", "recreate", "parallel")]
+
+
+def test_controller_change_removes_engines_first():
+    plan = make_plan()
+    parts = parts_of(plan)
+
+    def mutate(user):
+        user.setdefault("motor_controller_config", {}).setdefault("instance_config", {})["instance_heartbeat_timeout"] = 12
+    changed = make_plan(mutate=mutate)
+    result = mr.reconcile(changed, parts_of(changed), deployed(plan, parts))
+    got = actions(result)
+    assert got["mindie-motor-controller"] == ("recreate", "parallel")
+    assert got["mindie-motor-p0-0"] == ("recreate", "first") and got["mindie-motor-d0-0"] == ("recreate", "first")
+    assert got["mindie-motor-coordinator"] == ("keep", "none")
+    assert sorted(result["first"]["h1"]) == ["mindie-motor-d0-0", "mindie-motor-p0-0"]
+    assert "restarts with mindie-motor-controller" in {r["container"]: r for r in result["changes"]}["mindie-motor-p0-0"]["reason"]
+
+
+def test_image_change_names_the_image():
+    plan = make_plan()
+    parts = parts_of(plan)
+    result = mr.reconcile(plan, parts_of(plan, image="sha256:other"), deployed(plan, parts))
+    reasons = {r["container"]: r["reason"] for r in result["changes"]}
+    assert reasons["mindie-motor-kv-pool"] == "image changed"
+    assert reasons["mindie-motor-p0-0"].startswith("image changed; restarts with")
+
+
+def test_scale_out_leaves_existing_containers_untouched():
+    plan = make_plan(p=1)
+    parts = parts_of(plan)
+    bigger = make_plan(p=2)
+    result = mr.reconcile(bigger, parts_of(bigger), deployed(plan, parts))
+    assert [(r["container"], r["action"], r["mode"]) for r in result["changes"]] == [
+        ("mindie-motor-p1-0", "create", "parallel")]
+
+
+def test_scale_in_drains_the_removed_prefill_instance():
+    plan = make_plan(p=2)
+    parts = parts_of(plan)
+    smaller = make_plan(p=1)
+    result = mr.reconcile(smaller, parts_of(smaller), deployed(plan, parts))
+    assert [(r["container"], r["action"], r["mode"]) for r in result["changes"]] == [
+        ("mindie-motor-p1-0", "remove", "drain")]
+    drain = result["drain"]
+    p1 = next(c for c in plan["containers"] if c["name"] == "mindie-motor-p1-0")
+    assert drain[0]["ip"] == plan["hosts"][p1["host"]]["ip"] and set(p1["ports"]) == set(drain[0]["ports"])
+    events = plan["kv_events"]["endpoint_port"]
+    services = [{"Endpoint": f"tcp://{drain[0]['ip']}:{events + r}", "InstanceID": "vllm-prefill-1", "TenantID": "default",
+                 "DPRank": r} for r in p1["dp_ranks"]]
+    services.append({"Endpoint": "tcp://10.0.0.1:5557", "InstanceID": "vllm-prefill-0", "TenantID": "default", "DPRank": 0})
+    assert mr.drain_requests(drain, services) == [
+        {"instance_id": "vllm-prefill-1", "dp_rank": r, "tenant_id": "default"} for r in p1["dp_ranks"]]
+    assert mr.drained_endpoints(drain, services[-1:]) == []
+
+
+def test_multi_pod_instance_rolls_as_a_whole():
+    def two_pod_decode(user):
+        user["motor_deploy_config"]["single_d_instance_pod_num"] = 2
+        user["motor_engine_decode_config"]["engine_config"]["data_parallel_size"] = 2
+    plan = make_plan(mutate=two_pod_decode)
+    parts = parts_of(plan)
+    parts_changed = copy.deepcopy(parts)
+    parts_changed["mindie-motor-d0-1"]["spec"] = "different"
+    result = mr.reconcile(plan, parts_changed, deployed(plan, parts))
+    assert len(result["rolling"]) == 1
+    assert sorted(c["name"] for c in result["rolling"][0]["containers"]) == ["mindie-motor-d0-0", "mindie-motor-d0-1"]
+    reasons = {r["container"]: r["reason"] for r in result["changes"]}
+    assert reasons["mindie-motor-d0-0"].startswith("pod of ") and reasons["mindie-motor-d0-1"] == "own config changed"
+
+
+def test_previous_placement_reads_labels_and_skips_garbage():
+    plan = make_plan()
+    existing = deployed(plan, parts_of(plan))
+    existing["h1"].append({"Names": ["/junk"], "Labels": {mr.PLACEMENT_LABEL: "{not json"}})
+    previous = mr.previous_placement(existing)
+    p0 = next(c for c in plan["containers"] if c["name"] == "mindie-motor-p0-0")
+    assert previous["mindie-motor-p0-0"] == {"host": "h1", "npu_ids": p0["npu_ids"], "port_map": p0["port_map"]}
+    assert "junk" not in previous
+
+
+def test_container_on_a_wrong_host_is_removed_and_created():
+    plan = make_plan()
+    parts = parts_of(plan)
+    existing = deployed(plan, parts)
+    moved = existing["h1"].pop(0)
+    existing.setdefault("h2", []).append(moved)
+    name = moved["Labels"][mr.CONTAINER_LABEL]
+    result = mr.reconcile(plan, parts, existing)
+    rows = [(r["container"], r["host"], r["action"]) for r in result["changes"]]
+    assert (name, "h2", "remove") in rows and (name, "h1", "create") in rows
+
+
+@pytest.mark.parametrize("key", mr.SCALE_KEYS)
+def test_spec_digest_ignores_instance_counts(key):
+    plan = make_plan()
+    entry = copy.deepcopy(plan["containers"][0])
+    before = mr.spec_digest(entry)
+    entry["user_config"]["motor_deploy_config"][key] = 99
+    assert mr.spec_digest(entry) == before
+    entry["env"]["X"] = "1"
+    assert mr.spec_digest(entry) != before
