@@ -49,6 +49,9 @@ DEFAULT_KV_LEASE_TTL = 11000
 # Mooncake master's own defaults, used only when no engine needs the pool (see design.md).
 MOONCAKE_DEFAULT_RATIOS = {"eviction_high_watermark_ratio": 0.95, "eviction_ratio": 0.05}
 DEFAULT_CONDUCTOR_PORT = 13333
+DEFAULT_NUM_WORKERS = 4
+DEFAULT_METASERVER_BASE_PORT = 12000
+PORT_MAX = 65535
 DEFAULT_BLOCK_SIZE = 128
 
 TOP_LEVEL_KEYS = (
@@ -210,7 +213,9 @@ def _describe(value):
         return "an array"
     if isinstance(value, str):
         return "string %s" % json.dumps(value, ensure_ascii=False)
-    return "%s %r" % (type(value).__name__, value)
+    # by kind, not type(value).__name__: values from Ansible variables are subclasses such as _AnsibleTaggedFloat
+    kind = "int" if isinstance(value, int) else "float" if isinstance(value, float) else type(value).__name__
+    return "%s %r" % (kind, value)
 
 
 def _dict_or_none(ctx, parent, key, path, required=False, hint=""):
@@ -700,6 +705,100 @@ def _check_transfer(ctx, uc, engines):
 
 
 # ---------------------------------------------------------------------------
+# Ports the bare-metal plan reads from the user_config
+# ---------------------------------------------------------------------------
+
+def _port_number(value):
+    """int for ints and digit strings (PyMotor's examples write both), else None."""
+    if _is_int(value):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _check_port(ctx, parent, key, path, low=1, length=1, default_hint="remove the key for the default"):
+    """A port (or the first of ``length`` consecutive ports) must end by 65535; absent keys are fine."""
+    if not isinstance(parent, dict) or key not in parent:
+        return None
+    value = parent[key]
+    number = _port_number(value)
+    high = PORT_MAX - max(length, 1) + 1
+    hint = "use a port in %d..%d, or %s" % (low, high, default_hint)
+    if number is None:
+        ctx.error(path, "expected a port number, got %s" % _describe(value), hint)
+        return None
+    if not low <= number <= high:
+        span = " (it starts %d consecutive ports)" % length if length > 1 else ""
+        ctx.error(path, "%d is out of range: must be in %d..%d%s" % (number, low, high, span), hint)
+        return None
+    return number
+
+
+def _kv_port_parent(engine_config, base):
+    """(mapping holding the Mooncake kv_port, its path) as the plan reads it, or (None, None)."""
+    ktc = engine_config.get("kv_transfer_config")
+    if not isinstance(ktc, dict):
+        return None, None
+    path = base + ".kv_transfer_config"
+    if str(ktc.get("kv_connector", "")).lower() == "multiconnector":
+        extra = ktc.get("kv_connector_extra_config")
+        connectors = extra.get("connectors") if isinstance(extra, dict) else None
+        if not isinstance(connectors, list) or not connectors or not isinstance(connectors[0], dict):
+            return None, None
+        return connectors[0], path + ".kv_connector_extra_config.connectors[0]"
+    return ktc, path
+
+
+def _check_ports(ctx, uc, engines):
+    """Type and range of every port the plan takes from the user_config (it moves taken ports, never invalid ones)."""
+    for section, keys in (("motor_controller_config", ("controller_api_port", "observability_api_port")),
+                          ("motor_coordinator_config",
+                           ("coordinator_api_infer_port", "coordinator_api_mgmt_port", "coordinator_obs_port"))):
+        path = section + ".api_config"
+        api = _dict_or_none(ctx, uc.get(section) if isinstance(uc.get(section), dict) else {}, "api_config", path)
+        for key in keys:
+            _check_port(ctx, api, key, _join(path, key))
+    coordinator = uc.get("motor_coordinator_config")
+    path = "motor_coordinator_config.inference_workers_config"
+    workers = _dict_or_none(ctx, coordinator if isinstance(coordinator, dict) else {}, "inference_workers_config", path)
+    if workers is not None:
+        count = None
+        if "num_workers" in workers:
+            count = _port_number(workers["num_workers"])
+            if count is None or count < 1:
+                ctx.error(path + ".num_workers", "expected a positive integer, got %s" % _describe(workers["num_workers"]),
+                          "the number of coordinator worker processes, default %d" % DEFAULT_NUM_WORKERS)
+                count = None
+        if "worker_metaserver_base_port" in workers:
+            _check_port(ctx, workers, "worker_metaserver_base_port", path + ".worker_metaserver_base_port", low=0,
+                        length=count or DEFAULT_NUM_WORKERS, default_hint="0 to disable the worker metaservers")
+        elif count is not None and DEFAULT_METASERVER_BASE_PORT + count - 1 > PORT_MAX:
+            ctx.error(path + ".num_workers", "%d workers need metaserver ports %d..%d, beyond %d"
+                      % (count, DEFAULT_METASERVER_BASE_PORT, DEFAULT_METASERVER_BASE_PORT + count - 1, PORT_MAX),
+                      "use fewer workers or set worker_metaserver_base_port")
+    for role, engine in engines.items():
+        section = uc.get(SECTIONS[role])
+        if engine is None or not isinstance(section, dict) or not isinstance(section.get("engine_config"), dict):
+            continue
+        base = SECTIONS[role] + ".engine_config"
+        engine_config = section["engine_config"]
+        _check_port(ctx, engine_config, "data_parallel_rpc_port", base + ".data_parallel_rpc_port")
+        parent, parent_path = _kv_port_parent(engine_config, base)
+        _check_port(ctx, parent, "kv_port", _join(parent_path or "", "kv_port"), low=0,
+                    length=engine["npus_per_pod"] or 1)
+        manager = section.get("motor_nodemanger_config")
+        if not isinstance(manager, dict):
+            continue  # a wrong type is reported by _check_section_extras
+        nm_path = SECTIONS[role] + ".motor_nodemanger_config"
+        api = _dict_or_none(ctx, manager, "api_config", nm_path + ".api_config")
+        _check_port(ctx, api, "node_manager_port", nm_path + ".api_config.node_manager_port")
+        endpoint = _dict_or_none(ctx, manager, "endpoint_config", nm_path + ".endpoint_config")
+        _check_port(ctx, endpoint, "base_port", nm_path + ".endpoint_config.base_port",
+                    length=2 * (engine["dp_local_per_pod"] or 1))
+
+
+# ---------------------------------------------------------------------------
 # Scheduler, KV events (affinity), KV pool, KV conductor
 # ---------------------------------------------------------------------------
 
@@ -1061,6 +1160,7 @@ def normalize(user_config, env_config=None, overrides=None):
     engines = {role: _check_engine(ctx, uc, role, deploy_info[0], deploy_info[1]) for role in roles}
     _check_models_agree(ctx, engines)
     _check_transfer(ctx, uc, engines)
+    _check_ports(ctx, uc, engines)
     kv_pool = _check_kv_pool(ctx, uc, engines)
     affinity = _check_scheduler(ctx, uc, mode)
     events = _check_kv_events(ctx, uc, engines) if affinity else None

@@ -187,6 +187,15 @@ def _as_int(value):
     return None
 
 
+def _kind(value) -> str:
+    """The YAML/JSON kind of a value: Ansible hands over its own subclasses of dict, list, str, int..."""
+    for types, name in ((bool, "a boolean"), (dict, "a mapping"), ((list, tuple), "a list"), (str, "a string"),
+                        (int, "an integer"), (float, "a number")):
+        if isinstance(value, types):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
 def _truthy(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
@@ -222,7 +231,7 @@ def _parse_int_list(value, path, what, problems, lo, hi):
     if isinstance(value, (int, str)) and not isinstance(value, bool):
         items = [value]
     if not isinstance(items, (list, tuple)):
-        problems.append(Problem(path, f"must be a list of {what}, got {type(value).__name__}",
+        problems.append(Problem(path, f"must be a list of {what}, got {_kind(value)}",
                                 f"e.g. [1, 2] or \"{lo}-{lo + 3}\""))
         return None
     ranges = []
@@ -265,6 +274,27 @@ def _dig(data, *keys):
             return None
         data = data.get(key)
     return data
+
+
+def _obj(value):
+    """``value`` when it is a mapping, else an empty one (the planner never trusts a section's type)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _user_set(mapping, key, path):
+    """``path`` when the user_config sets ``key`` in ``mapping`` (the port search starts from it), else None."""
+    return path if isinstance(mapping, dict) and _as_int(mapping.get(key)) else None
+
+
+def _room_below(hosts, preferred, length):
+    """True when ``length`` ports starting below ``preferred`` are free on every host."""
+    start = PORT_MIN
+    while start < preferred and start + length - 1 <= PORT_MAX:
+        blocked = [nxt for nxt in (h.blocker(start, length) for h in hosts) if nxt is not None]
+        if not blocked:
+            return True
+        start = max(blocked)
+    return False
 
 
 def _ensure(data, *keys):
@@ -383,7 +413,7 @@ def _parse_hosts(hosts, hw_default, problems, warnings):
         if hvars is None:
             hvars = {}
         if not isinstance(hvars, dict):
-            problems.append(Problem(path, f"must be a mapping of host variables, got {type(hvars).__name__}", ""))
+            problems.append(Problem(path, f"must be a mapping of host variables, got {_kind(hvars)}", ""))
             continue
         host = _Host(str(name), index)
         # address
@@ -556,8 +586,8 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
         spec["dp"] = dp
         spec["dpl"] = dpl
         spec["section"] = eng.get("section") or f"motor_engine_{role}_config"
-        section = self.config["user_config"].get(spec["section"]) or {}
-        engine_config = section.get("engine_config") or {}
+        section = _obj(self.config["user_config"].get(spec["section"]))
+        engine_config = _obj(section.get("engine_config"))
         spec["events"] = self._events_of(engine_config)
         spec["kv"] = self._kv_port_of(engine_config)
         spec["job_names"] = [f"{self.config['job_id']}-{ROLE_LETTER[role]}{i}" for i in range(spec["count"])]
@@ -794,19 +824,26 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
             self.control["kv_pool"] = hosts[2 % n]
 
     # ports ----------------------------------------------------------------------------------
-    def _fail_port(self, host, what):
+    def _fail_port(self, host, what, source=None, preferred=None, hosts=None, length=1):
+        """No free range from ``preferred`` up: blame the user_config value when a lower one would fit, else the
+        host's reservations."""
+        if source is not None and _room_below(hosts or [host], preferred, length):
+            self.problems.append(Problem(source, f"no free TCP port for {what} from {preferred} up to {PORT_MAX} "
+                                                 f"on host {host.name}: the ports above are taken or reserved",
+                                         "use a lower port: the plan searches only upwards from it"))
+            return
         self.problems.append(Problem(f"hosts.{host.name}.motor_reserved_ports",
                                      f"no free TCP port left for {what} in {PORT_MIN}..{PORT_MAX}",
                                      "reserve fewer ports or spread the containers over more hosts"))
 
-    def _alloc(self, host, preferred, length, owner, what):
+    def _alloc(self, host, preferred, length, owner, what, source=None):
         port = host.alloc(preferred, length, owner)
         if port is None:
-            self._fail_port(host, what)
+            self._fail_port(host, what, source, preferred, length=length)
             return preferred
         return port
 
-    def _alloc_common(self, hosts, preferred, length, owner, what):
+    def _alloc_common(self, hosts, preferred, length, owner, what, source=None):
         """Lowest port range free on every host in ``hosts``; ``owner`` maps host -> container name."""
         start = max(preferred, PORT_MIN)
         while start + length - 1 <= PORT_MAX:
@@ -821,7 +858,7 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
                 for host in hosts:
                     host.take(start, length, owner[host.name])
                 return start
-        self._fail_port(hosts[0], what)
+        self._fail_port(hosts[0], what, source, preferred, hosts, length)
         return preferred
 
     def assign_ports(self):
@@ -841,10 +878,10 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
             self._keep_previous_ports(control_ports)
         self._assign_event_base()
         # control plane, coordinator first so that it keeps PyMotor's 1025/1026/1027 when possible
-        for label, host, owner, preferred, length, _key, warn in control_ports:
+        for label, host, owner, preferred, length, _key, warn, source in control_ports:
             if label not in ports:
                 what = "worker metaserver" if label == "coordinator_metaserver" else label
-                ports[label] = self._alloc(host, preferred, length, owner, what)
+                ports[label] = self._alloc(host, preferred, length, owner, what, source)
             if warn:
                 self._warn_moved(label, preferred, ports[label])
         for role in self.engines:  # records the raised-kv_port warnings, in role order
@@ -854,7 +891,8 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
             self._assign_instance_ports(role, pods)
 
     def _control_port_specs(self):
-        """(label, host, container, preferred, length, port_map key, warn when moved) per control-plane port.
+        """(label, host, container, preferred, length, port_map key, warn when moved, user_config path when the user
+        set the port, else None) per control-plane port.
 
         In allocation order; also records the coordinator's worker count (and a disabled metaserver as 0).
         """
@@ -863,31 +901,37 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
         specs = []
         coord = self.control["coordinator"]
         cname = self._control_name("coordinator")
-        api = _dig(uc, "motor_coordinator_config", "api_config") or {}
-        workers = _dig(uc, "motor_coordinator_config", "inference_workers_config") or {}
+        api = _obj(_dig(uc, "motor_coordinator_config", "api_config"))
+        workers = _obj(_dig(uc, "motor_coordinator_config", "inference_workers_config"))
         for key, default, label, pm_key in (("coordinator_api_infer_port", COORDINATOR_INFER_PORT, "coordinator_infer", "infer"),
                                             ("coordinator_api_mgmt_port", COORDINATOR_MGMT_PORT, "coordinator_mgmt", "mgmt"),
                                             ("coordinator_obs_port", COORDINATOR_OBS_PORT, "coordinator_obs", "obs")):
-            specs.append((label, coord, cname, _as_int(api.get(key)) or default, 1, pm_key, True))
+            specs.append((label, coord, cname, _as_int(api.get(key)) or default, 1, pm_key, True,
+                          _user_set(api, key, f"motor_coordinator_config.api_config.{key}")))
         num_workers = _as_int(workers.get("num_workers")) or NUM_WORKERS
         meta_pref = _as_int(workers.get("worker_metaserver_base_port"))
         meta_pref = METASERVER_BASE_PORT if meta_pref is None else meta_pref
         if meta_pref > 0:
-            specs.append(("coordinator_metaserver", coord, cname, meta_pref, num_workers, "metaserver", False))
+            specs.append(("coordinator_metaserver", coord, cname, meta_pref, num_workers, "metaserver", False,
+                          _user_set(workers, "worker_metaserver_base_port",
+                                    "motor_coordinator_config.inference_workers_config.worker_metaserver_base_port")))
         else:
             ports["coordinator_metaserver"] = 0
         ports["coordinator_num_workers"] = num_workers
         ctrl = self.control["controller"]
-        capi = _dig(uc, "motor_controller_config", "api_config") or {}
+        capi = _obj(_dig(uc, "motor_controller_config", "api_config"))
         for key, default, label, pm_key in (("controller_api_port", CONTROLLER_API_PORT, "controller_api", "api"),
                                             ("observability_api_port", CONTROLLER_OBS_PORT, "controller_obs", "obs")):
-            specs.append((label, ctrl, self._control_name("controller"), _as_int(capi.get(key)) or default, 1, pm_key, True))
+            specs.append((label, ctrl, self._control_name("controller"), _as_int(capi.get(key)) or default, 1, pm_key, True,
+                          _user_set(capi, key, f"motor_controller_config.api_config.{key}")))
         if "kv_pool" in self.control:
             specs.append(("kv_pool", self.control["kv_pool"], self._control_name("kv_pool"),
-                          _as_int(self.kv_pool.get("port")) or KV_POOL_PORT, 1, "master", True))
+                          _as_int(self.kv_pool.get("port")) or KV_POOL_PORT, 1, "master", True,
+                          "kv_cache_pool_config.port"))
         if "kv_conductor" in self.control:
             specs.append(("kv_conductor", self.control["kv_conductor"], self._control_name("kv_conductor"),
-                          _as_int(self.kv_conductor.get("http_server_port")) or CONDUCTOR_PORT, 1, "http", True))
+                          _as_int(self.kv_conductor.get("http_server_port")) or CONDUCTOR_PORT, 1, "http", True,
+                          "kv_conductor_config.http_server_port"))
         return specs
 
     def _pods_by_instance(self):
@@ -915,7 +959,7 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
         not below the current preferred value (a raised setting wins); otherwise it is allocated as usual.
         """
         ports = self.shared_ports
-        for label, host, owner, preferred, length, key, _warn in control_ports:
+        for label, host, owner, preferred, length, key, _warn, _source in control_ports:
             port = self._keep_port([host], self._previous_port(owner, key, host), length, preferred, {host.name: owner})
             if port is not None:
                 ports[label] = port
@@ -958,29 +1002,46 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
                         pod[label] = port - first
 
     def _engine_port_prefs(self, role, warn=False):
-        """Preferred ports of an engine role; ``warn`` records the raised-kv_port warning (once per role)."""
+        """Preferred ports of an engine role; ``warn`` records the raised-kv_port warning (once per role).
+
+        ``prefs["sources"]`` maps each port to the user_config path that set it (None when not set by the user):
+        the port error names that key when no port fits from it upwards.
+        """
         spec = self.engines[role]
-        section = self.user_config.get(spec["section"]) or {}
-        engine_config = section.get("engine_config") or {}
-        nm_cfg = section.get("motor_nodemanger_config") or {}
+        section = _obj(self.user_config.get(spec["section"]))
+        engine_config = _obj(section.get("engine_config"))
+        nm_cfg = _obj(section.get("motor_nodemanger_config"))
+        nm_path = f"{spec['section']}.motor_nodemanger_config"
         prefs = {
             "dp_rpc": _as_int(engine_config.get("data_parallel_rpc_port")) or DP_RPC_PORT,
             "kv": None,
             "node_manager": _as_int(_dig(nm_cfg, "api_config", "node_manager_port")) or NODE_MANAGER_PORT[role],
             "engine_base": _as_int(_dig(nm_cfg, "endpoint_config", "base_port")) or ENGINE_BASE_PORT,
             "own_events": spec["events"] if role != self.events_role else None,
+            "sources": {
+                "dp_rpc": _user_set(engine_config, "data_parallel_rpc_port",
+                                    f"{spec['section']}.engine_config.data_parallel_rpc_port"),
+                "kv": None,
+                "node_manager": _user_set(_dig(nm_cfg, "api_config"), "node_manager_port",
+                                          f"{nm_path}.api_config.node_manager_port"),
+                "engine_base": _user_set(_dig(nm_cfg, "endpoint_config"), "base_port",
+                                         f"{nm_path}.endpoint_config.base_port"),
+            },
         }
         if spec["kv"] is not None:
             floor = KV_PORT_FLOOR[self.hw]
             pref = _as_int(spec["kv"]["value"])
+            kv_path = f"{spec['section']}.engine_config.{_dotted(spec['kv']['path'])}.kv_port"
             if pref is None or pref < floor:
                 if warn and pref is not None and role not in self._kv_warned:
                     self._kv_warned.add(role)
                     self.warnings.append(str(Problem(
-                        f"{spec['section']}.engine_config.{_dotted(spec['kv']['path'])}.kv_port",
+                        kv_path,
                         f"{pref} is below {floor}, where the bare-metal plan starts kv_port on {self.hw}; planned from {floor}",
                         f"set kv_port to {floor} or more to silence this")))
                 pref = floor
+            else:
+                prefs["sources"]["kv"] = kv_path
             prefs["kv"] = pref
         return prefs
 
@@ -1072,16 +1133,17 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
         """The ports of one instance that ``_keep_previous_ports`` did not keep (all of them for a new one)."""
         spec = self.engines[role]
         prefs = self._engine_port_prefs(role)
+        sources = prefs["sources"]
         hosts = [p["host"] for p in pods]
         owners = {p["host"].name: p["name"] for p in pods}
         if "dp_rpc" not in pods[0]:
-            dp_rpc = self._alloc_common(hosts, prefs["dp_rpc"], 1, owners, "data_parallel_rpc_port")
+            dp_rpc = self._alloc_common(hosts, prefs["dp_rpc"], 1, owners, "data_parallel_rpc_port", sources["dp_rpc"])
             for pod in pods:
                 pod["dp_rpc"] = dp_rpc
         if "kv_port" not in pods[0]:
             kv_port = None
             if spec["kv"] is not None:
-                kv_port = self._alloc_common(hosts, prefs["kv"], spec["npus"], owners, "kv_port")
+                kv_port = self._alloc_common(hosts, prefs["kv"], spec["npus"], owners, "kv_port", sources["kv"])
             for pod in pods:
                 pod["kv_port"] = kv_port
         own_events = prefs["own_events"]
@@ -1089,9 +1151,11 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
             host = pod["host"]
             name = pod["name"]
             if "node_manager" not in pod:
-                pod["node_manager"] = self._alloc(host, prefs["node_manager"], 1, name, "node_manager_port")
+                pod["node_manager"] = self._alloc(host, prefs["node_manager"], 1, name, "node_manager_port",
+                                                  sources["node_manager"])
             if "engine_base" not in pod:
-                pod["engine_base"] = self._alloc(host, prefs["engine_base"], 2 * spec["dpl"], name, "engine base_port")
+                pod["engine_base"] = self._alloc(host, prefs["engine_base"], 2 * spec["dpl"], name, "engine base_port",
+                                                 sources["engine_base"])
             first = pod["dp_ranks"][0]
             if role == self.events_role:
                 pod["kv_events"] = self.shared_ports["kv_events"]

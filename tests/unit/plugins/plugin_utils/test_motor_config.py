@@ -343,3 +343,20 @@ def test_warning_case(case):
     for fragment in case.get("contains", []):
         assert fragment in text
     assert mc.normalize(result["user_config"], env, overrides) == result
+
+
+def test_values_from_ansible_variables_are_described_by_kind():
+    class AnsibleFloat(float):  # Ansible hands over subclasses such as _AnsibleTaggedFloat
+        pass
+
+    with pytest.raises(mc.MotorConfigError) as info:
+        mc.normalize(*load_pair("seed_pd_separation"), [{"motor_deploy_config": {"p_pod_npu_num": AnsibleFloat(4.5)}}])
+    assert "motor_deploy_config.p_pod_npu_num: expected an integer, got float 4.5 (set by override 0)" in str(info.value)
+
+
+def test_plan_ports_as_digit_strings_are_accepted():
+    user, env = load_pair("seed_pd_separation")
+    user["motor_coordinator_config"]["api_config"] = {"coordinator_api_infer_port": "8080"}
+    user["motor_engine_prefill_config"]["motor_nodemanger_config"] = {"api_config": {"node_manager_port": 3100},
+                                                                      "endpoint_config": {"base_port": "65532"}}
+    mc.normalize(user, env)

@@ -577,6 +577,19 @@ def test_host_errors(hosts, expected):
     assert err.value.problems
 
 
+def test_host_errors_name_kinds_not_python_types():
+    class AnsibleDict(dict):  # Ansible hands over subclasses such as _AnsibleLazyTemplateDict
+        pass
+
+    hosts = {"a": {"motor_host_ip": "10.0.0.1", "motor_npu_ids": AnsibleDict(first=0),
+                   "motor_reserved_ports": AnsibleDict(ssh=22)}}
+    with pytest.raises(MotorPlanError) as err:
+        build_plan(contract_config(), hosts)
+    assert str(err.value).splitlines() == [
+        'hosts.a.motor_npu_ids: must be a list of NPU ids, got a mapping (e.g. [1, 2] or "0-3")',
+        'hosts.a.motor_reserved_ports: must be a list of ports, got a mapping (e.g. [1, 2] or "1-4")']
+
+
 def test_all_host_problems_reported_at_once():
     hosts = {"a": {}, "b": {"motor_host_ip": "10.0.0.2", "motor_npu_ids": ["z"], "motor_reserved_ports": ["70000"]}}
     with pytest.raises(MotorPlanError) as err:
@@ -619,6 +632,39 @@ def test_ports_exhausted_is_an_error():
     with pytest.raises(MotorPlanError) as err:
         build_plan(cfg, hosts)
     assert "hosts.e1.motor_reserved_ports: no free TCP port left" in str(err.value)
+
+
+def test_user_port_without_room_above_names_the_config_key():
+    # both node managers prefer 65535 on the one engine host: the second finds nothing above it
+    cfg = contract_config()
+    for role in ("prefill", "decode"):
+        cfg["user_config"][f"motor_engine_{role}_config"]["motor_nodemanger_config"] = {
+            "api_config": {"node_manager_port": 65535}}
+    with pytest.raises(MotorPlanError) as err:
+        build_plan(cfg, inventory(engine=1, control=1))
+    assert [p.path for p in err.value.problems] == [
+        "motor_engine_decode_config.motor_nodemanger_config.api_config.node_manager_port"]
+    assert "from 65535 up to 65535 on host e1" in str(err.value) and "use a lower port" in str(err.value)
+
+
+def test_reservations_above_a_user_port_name_the_config_key():
+    cfg = contract_config()
+    cfg["user_config"]["motor_engine_prefill_config"]["engine_config"]["data_parallel_rpc_port"] = 60000
+    with pytest.raises(MotorPlanError) as err:
+        build_plan(cfg, inventory(engine=1, control=1, e1={"motor_reserved_ports": ["60000-65535"]}))
+    assert [p.path for p in err.value.problems] == ["motor_engine_prefill_config.engine_config.data_parallel_rpc_port"]
+
+
+def test_sections_of_the_wrong_type_fall_back_to_defaults():
+    # motor_config reports these; called directly the planner must not crash on them
+    cfg = contract_config()
+    cfg["user_config"]["motor_controller_config"]["api_config"] = [2026]
+    cfg["user_config"]["motor_coordinator_config"]["api_config"] = "1025"
+    cfg["user_config"]["motor_coordinator_config"]["inference_workers_config"] = 4
+    cfg["user_config"]["motor_engine_prefill_config"]["motor_nodemanger_config"] = {"api_config": 1, "endpoint_config": []}
+    plan = build_plan(cfg, inventory(engine=1, control=1))
+    assert plan["controller"]["api_port"] == 2026 and plan["coordinator"]["infer_port"] == 1025
+    assert by_name(plan)["job-p0-0"]["port_map"]["node_manager"] == 3026
 
 
 # --------------------------------------------------------------------------------------------------
