@@ -187,7 +187,7 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
                "job_name": c.get("job_name"), "action": "keep", "reason": "", "mode": "none"}
         cur = found.get(name)
         if cur is None:
-            moved = [h for h, n, _ in strays if n == name]
+            moved = [stray[0] for stray in strays if stray[1] == name]
             row.update(action="create", reason=f"moved from {moved[0]}" if moved else "new", mode="parallel")
         else:
             labels_now = cur[1].get("Labels") or {}
@@ -292,8 +292,10 @@ def change_table(result: dict) -> str:
     rows = (result or {}).get("changes") or []
     if not rows:
         return "no container changes: every container runs with its planned config"
-    cells = [[str(r.get(key) or "") for key, _ in CHANGE_COLUMNS] for r in rows]
-    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, (_, h) in enumerate(CHANGE_COLUMNS)]
-    lines = ["  ".join(h.ljust(w) for (_, h), w in zip(CHANGE_COLUMNS, widths)).rstrip()]
+    keys = [key for key, _title in CHANGE_COLUMNS]
+    titles = [title for _key, title in CHANGE_COLUMNS]
+    cells = [[str(r.get(key) or "") for key in keys] for r in rows]
+    widths = [max(len(title), *(len(row[i]) for row in cells)) for i, title in enumerate(titles)]
+    lines = ["  ".join(t.ljust(w) for t, w in zip(titles, widths)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
     return "\n".join(lines)

@@ -52,8 +52,8 @@ def actions(result):
 def test_first_deploy_creates_everything_in_parallel():
     plan = make_plan()
     result = mr.reconcile(plan, parts_of(plan), {})
-    assert {a for a, _ in actions(result).values()} == {"create"}
-    assert {m for _, m in actions(result).values()} == {"parallel"}
+    assert {pair[0] for pair in actions(result).values()} == {"create"}
+    assert {pair[1] for pair in actions(result).values()} == {"parallel"}
     assert sorted(n for names in result["start"].values() for n in names) == sorted(c["name"] for c in plan["containers"])
     assert result["rolling"] == [] and result["first"] == {} and result["drain"] == []
 
@@ -70,7 +70,7 @@ def test_stopped_containers_are_started_not_recreated():
     plan = make_plan()
     parts = parts_of(plan)
     result = mr.reconcile(plan, parts, deployed(plan, parts, state="exited"))
-    assert {a for a, _ in actions(result).values()} == {"start"}
+    assert {pair[0] for pair in actions(result).values()} == {"start"}
     assert all(r["reason"] == "was exited" for r in result["changes"])
 
 
