@@ -40,16 +40,22 @@ class _Rpc(socketserver.BaseRequestHandler):
         log(COMPONENT, "RPC connection", client=self.client_address[0])
 
 
+class _RpcServer(socketserver.ThreadingTCPServer):
+    # Like the real master: a restarted/recreated pool binds its port again at once, even while the connections
+    # of its previous life are in TIME_WAIT (without it the bind fails and the restart policy has to retry).
+    allow_reuse_address = True
+    daemon_threads = True
+
+
 def main(argv: list[str] | None = None) -> None:
     install_fault_knobs(COMPONENT)
     log_received(COMPONENT)
     args = parse_args(argv if argv is not None else sys.argv[1:])
     port = args.rpc_port or args.port
     try:
-        rpc = socketserver.ThreadingTCPServer((args.rpc_address, port), _Rpc)
+        rpc = _RpcServer((args.rpc_address, port), _Rpc)
     except OSError as exc:
         fail(COMPONENT, f"cannot listen on {args.rpc_address}:{port}: {exc}")
-    rpc.daemon_threads = True
     log(COMPONENT, f"master RPC listening on {args.rpc_address}:{port}", **vars(args))
     serve(f"{COMPONENT}-metrics", args.metrics_port,
           {("GET", "/metrics"): lambda *_: (200, "master_key_count 0\n")}, host="0.0.0.0")
