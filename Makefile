@@ -10,11 +10,12 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/.build/collections
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help test demo demo-down venv collection-link docker images unit lint sanity integration molecule clean
+.PHONY: help test demo demo-down bench venv collection-link docker images unit lint sanity integration molecule clean
 
 help:
 	@echo "make test   install what is missing (venv, Docker engine, base images), run every test"
 	@echo "make demo   run the main job on the embedded default configuration"
+	@echo "make bench  run the benchmarks on demand (not part of make test): one table of ratios, see bench/README.md"
 	@echo "parts: venv docker images unit lint sanity integration molecule clean"
 
 # The venv is rebuilt only when the pins change.
@@ -61,6 +62,10 @@ test: venv images unit lint sanity integration molecule
 
 demo: venv images
 	bash scripts/demo.sh
+
+# On demand only (not part of `make test` nor CI): about 15 minutes on 2 cores. BENCH_ONLY=deploy_floor runs one.
+bench: venv images
+	$(BIN)/python bench/run_all $(foreach b,$(BENCH_ONLY),--only $(b))
 
 clean:
 	rm -rf .build tests/output
