@@ -3,6 +3,7 @@ container listings on the simulated hosts, and a local conductor_image run (no s
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -11,15 +12,10 @@ import sys
 from pathlib import Path
 
 import simctl
+import support
+from support import REPO, VENV_BIN, ansible_env
 
-REPO = Path(__file__).resolve().parents[2]
 IMAGE = "local/pymotor-fault:test"
-VENV_BIN = Path(sys.executable).parent
-
-
-def ansible_env() -> dict:
-    return {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
-            "ANSIBLE_NOCOLOR": "1", "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
 
 
 def build_image() -> None:
@@ -41,26 +37,9 @@ def write_config(config_dir: Path, job: str, user_extra: dict | None = None, env
     (config_dir / "env.json").write_text(json.dumps(env, indent=2))
 
 
-def playbook_argv(name: str, inventory: Path, config_dir: Path, *extra: str) -> list[str]:
-    return [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), f"playbooks/{name}",
-            "-e", f"motor_config_dir={config_dir}", "-e", f"motor_image={IMAGE}",
-            "-e", f"motor_plan_output={config_dir}/motor_plan.json", *extra]
-
-
-def playbook(name: str, inventory: Path, config_dir: Path, *extra: str, check: bool = True, timeout: float = 900):
-    result = subprocess.run(playbook_argv(name, inventory, config_dir, *extra), cwd=REPO, env=ansible_env(),
-                            capture_output=True, text=True, timeout=timeout)
-    if check:
-        assert result.returncode == 0, f"{name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
-    return result
-
-
-def recap_changed(output: str) -> int:
-    total = 0
-    for line in output.splitlines():
-        if "changed=" in line and "ok=" in line:
-            total += int(line.split("changed=")[1].split()[0])
-    return total
+# The deploy helpers of support.py, bound to the image these tests build.
+playbook_argv = functools.partial(support.playbook_argv, image=IMAGE)
+playbook = functools.partial(support.playbook, image=IMAGE)
 
 
 def job_containers(hosts: list[dict], job: str) -> list[tuple[str, str, str]]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 
 def wait_for(predicate, timeout: float = 20, what: str = "condition", interval: float = 0.2):
@@ -14,3 +18,37 @@ def wait_for(predicate, timeout: float = 20, what: str = "condition", interval: 
             return result
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def ansible_env() -> dict:
+    return {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_NOCOLOR": "1", "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
+
+
+def playbook_argv(name: str, inventory: Path, config_dir: Path, *extra: str, image: str) -> list[str]:
+    """ansible-playbook of playbooks/<name> with the config dir, the image and the plan file under the config dir."""
+    return [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), f"playbooks/{name}",
+            "-e", f"motor_config_dir={config_dir}", "-e", f"motor_image={image}",
+            "-e", f"motor_plan_output={config_dir}/motor_plan.json", *extra]
+
+
+def playbook(name: str, inventory: Path, config_dir: Path, *extra: str, image: str, check: bool = True,
+             timeout: float = 900):
+    result = subprocess.run(playbook_argv(name, inventory, config_dir, *extra, image=image), cwd=REPO,
+                            env=ansible_env(), capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, f"{name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
+    return result
+
+
+def recap_changed(output: str) -> int:
+    """Sum of changed= over the PLAY RECAP lines."""
+    total = 0
+    for line in output.splitlines():
+        if "changed=" in line and "ok=" in line:
+            total += int(line.split("changed=")[1].split()[0])
+    return total

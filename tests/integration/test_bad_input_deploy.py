@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 import simctl
+from ansible_collections.pymotor.ascend.tests.unit.corpus_edit import deep_merge, segments, set_path
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "pymotor-badin"
@@ -89,46 +90,12 @@ def load_cases() -> list[dict]:
 
 CASES = load_cases()
 
-_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def _segments(path):
-    return [int(index) if index else key for key, index in _SEGMENT.findall(path)]
-
-
-def set_path(document, path, value, delete_on_none=True):
-    """Set (or delete, when value is None) a dotted/bracketed path, creating dicts on the way."""
-    *parents, last = _segments(path)
-    node = document
-    for segment in parents:
-        node = node[segment] if isinstance(segment, int) else node.setdefault(segment, {})
-    if value is None and delete_on_none:
-        if isinstance(last, int):
-            del node[last]
-        else:
-            node.pop(last, None)
-    else:
-        node[last] = value
-
-
 def rename_path(document, path, new_key):
-    *parents, last = _segments(path)
+    *parents, last = segments(path)
     node = document
     for segment in parents:
         node = node[segment]
     node[new_key] = node.pop(last)
-
-
-def deep_merge(base, patch):
-    """Dicts merge, lists and scalars replace, None deletes."""
-    for key, value in patch.items():
-        if value is None:
-            base.pop(key, None)
-        elif isinstance(value, dict) and isinstance(base.get(key), dict):
-            deep_merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
 
 
 def fill(value, names: dict):

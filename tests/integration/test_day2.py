@@ -3,47 +3,29 @@ deployed with playbooks/deploy.yml, then verify, status, stop, destroy and colle
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 
 import simctl
+import support
+from support import REPO, recap_changed
 
-REPO = Path(__file__).resolve().parents[2]
 PREFIX = "pymotor-ops"
 IMAGE = "local/pymotor-ops:test"
 JOB = "ops-job"
 SECRET = "FAKE-SECRET-9f3a1c"
 TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-5d90ab-----END PRIVATE KEY-----"  # noqa: S105  (test data)
 TLS_PASSWORD = "FAKE-TLSPASS-7e21c4"  # noqa: S105
-VENV_BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.docker
 
 
-def playbook(name: str, inventory: Path, config_dir: Path, *extra: str, check: bool = True):
-    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), f"playbooks/{name}",
-            "-e", f"motor_config_dir={config_dir}", "-e", f"motor_image={IMAGE}",
-            "-e", f"motor_plan_output={config_dir}/motor_plan.json", *extra]
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
-           "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
-    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    if check:
-        assert result.returncode == 0, f"{name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
-    return result
-
-
-def recap_changed(output: str) -> int:
-    total = 0
-    for line in output.splitlines():
-        if "changed=" in line and "ok=" in line:
-            total += int(line.split("changed=")[1].split()[0])
-    return total
+playbook = functools.partial(support.playbook, image=IMAGE)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ import pytest
 import simctl
 from fault_support import (
     REPO,
-    ansible_env,
     build_image,
     conductor_image_run,
     container_exists,
@@ -28,10 +27,9 @@ from fault_support import (
     make_build_inputs,
     playbook,
     playbook_argv,
-    recap_changed,
     write_config,
 )
-from support import wait_for
+from support import ansible_env, recap_changed, wait_for
 
 PREFIX = "pymotor-fault"
 JOB = "fault-job"

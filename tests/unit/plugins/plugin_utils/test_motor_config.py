@@ -11,12 +11,12 @@ import copy
 import json
 import os
 import pathlib
-import re
 
 import pytest
 import yaml
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config as mc
+from ansible_collections.pymotor.ascend.tests.unit.corpus_edit import deep_merge, set_path
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 GOOD_CONFIGS = sorted(path.name for path in FIXTURES.iterdir() if (path / "user_config.json").is_file())
@@ -38,40 +38,6 @@ def dump(value):
 
 
 # --- helpers to apply a corpus case ------------------------------------------------------------------------------
-
-_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def _segments(path):
-    return [int(index) if index else key for key, index in _SEGMENT.findall(path)]
-
-
-def set_path(document, path, value, delete_on_none=True):
-    """Set (or delete, when value is None) a dotted/bracketed path, creating dicts on the way."""
-    *parents, last = _segments(path)
-    node = document
-    for segment in parents:
-        node = node[segment] if isinstance(segment, int) else node.setdefault(segment, {})
-    if value is None and delete_on_none:
-        if isinstance(last, int):
-            del node[last]
-        else:
-            node.pop(last, None)
-    else:
-        node[last] = value
-
-
-def deep_merge(base, patch):
-    """Dicts merge, lists and scalars replace, None deletes."""
-    for key, value in patch.items():
-        if value is None:
-            base.pop(key, None)
-        elif isinstance(value, dict) and isinstance(base.get(key), dict):
-            deep_merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
-
 
 def build_case(case):
     """Return (user_config, env_config, overrides) for a corpus case (may raise MotorConfigError when parsing)."""
