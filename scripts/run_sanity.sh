@@ -23,6 +23,12 @@ mkdir -p "$dest"
 (cd "$repo" && git ls-files -co --exclude-standard -z -- . \
   ':!bench' ':!scripts' ':!tests/sim' ':!tests/fixtures' ':!tests/integration' ':!.ci' ':!Makefile') |
   (cd "$repo" && xargs -0 -r cp --parents -t "$dest")
+# The modules import community.docker's Docker API client: ansible-test finds a dependency in the same
+# ansible_collections tree (copied from the venv, where requirements put it).
+docker_src=$(ls -d "$venv"/lib/python3*/site-packages/ansible_collections/community/docker | head -n1)
+mkdir -p "$repo/.build/sanity/ansible_collections/community"
+rm -rf "$repo/.build/sanity/ansible_collections/community/docker"
+cp -a "$docker_src" "$repo/.build/sanity/ansible_collections/community/docker"
 cd "$dest"
 git init -q . && git add -A >/dev/null 2>&1 || true
 exec "$venv/bin/ansible-test" sanity --venv --python "$python_version" "$@"

@@ -22,7 +22,9 @@ description:
     C(motor_reconcile_previous(existing)) turns the containers per host into the C(previous) input of
     C(motor_plan); C(motor_reconcile_drain_requests(drain, services)) lists the conductor C(/unregister) bodies
     of drained containers and C(motor_reconcile_drained(drain, services)) the endpoints still registered;
-    C(motor_reconcile_table(result)) renders the changes as text.
+    C(motor_reconcile_table(result)) renders the changes as text;
+    C(motor_reconcile_container_spec(container, result, settings)) is the M(pymotor.ascend.motor_containers)
+    spec of a plan entry (volumes, labels with the config hash, no user_config).
 positional: _input, parts, existing
 options:
   _input:
@@ -68,6 +70,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_reconcile import (
     change_table,
+    container_spec,
     drain_requests,
     drained_endpoints,
     placement_label,
@@ -109,6 +112,11 @@ def motor_reconcile_drained(drain, services):
     return drained_endpoints(drain, services)
 
 
+def motor_reconcile_container_spec(container, result, settings):
+    """The pymotor.ascend.motor_containers spec of a plan entry (labels included, user_config left out)."""
+    return container_spec(container, result, settings)
+
+
 def motor_reconcile_table(result):
     """Render the changes as text."""
     return change_table(result)
@@ -127,4 +135,5 @@ class FilterModule:
             "motor_reconcile_drain_requests": motor_reconcile_drain_requests,
             "motor_reconcile_drained": motor_reconcile_drained,
             "motor_reconcile_table": motor_reconcile_table,
+            "motor_reconcile_container_spec": motor_reconcile_container_spec,
         }

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import status_ok
+
 MASK = "********"
 SECRET_KEY_RE = re.compile(r"(api[_-]?key|password|passwd|secret|token|private[_-]?key|credential|"
                            r"(tls|ssl)[_-]?(key|cert_key|key_file|keyfile)|key_file|keyfile)", re.IGNORECASE)
@@ -303,14 +305,6 @@ def http_results(results) -> dict:
 
 def _check(name, target, ok, detail=""):
     return {"check": name, "target": target, "ok": bool(ok), "detail": str(detail)}
-
-
-def status_ok(body) -> bool:
-    """A node manager / engine status answer that means healthy (``{"status": true}`` or ``"normal"``...)."""
-    if isinstance(body, dict):
-        value = body.get("status")
-        return value is True or str(value).lower() in ("normal", "ok", "healthy", "true", "running")
-    return False
 
 
 def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:

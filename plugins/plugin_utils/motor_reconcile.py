@@ -96,6 +96,50 @@ def placement_label(container: dict) -> str:
     return _canonical({"npu_ids": container.get("npu_ids") or [], "port_map": container.get("port_map") or {}})
 
 
+DEFAULT_LOG_PATH = "/root/ascend/log"
+
+
+def container_spec(container: dict, result: dict, settings: dict) -> dict:
+    """The pymotor.ascend.motor_containers spec of a plan entry (no user_config: it may hold secrets).
+
+    ``result`` is the reconcile result (config hash and parts labels), ``settings`` the role settings: image,
+    command, job_id, log_root, weight_dir, mounts (engine mounts present on the container's host), extra_volumes,
+    restart_policy, log_max_size, log_max_file.
+    """
+    name = container["name"]
+    env = container.get("env") or {}
+    config_dir = container["configmap_path"]
+    volumes = [f"{config_dir}:{config_dir}:ro",
+               f"{settings['log_root']}/{settings['job_id']}/{name}:{env.get('MOTOR_LOG_ROOT_PATH') or DEFAULT_LOG_PATH}:rw"]
+    if container.get("needs_weights"):
+        volumes.append(f"{settings['weight_dir']}:{settings['weight_dir']}:ro")
+    if container.get("mounts_profile") == "engine":
+        volumes += [f"{path}:{path}:ro" for path in settings.get("mounts") or []]
+    volumes += list(settings.get("extra_volumes") or [])
+    return {
+        "name": name,
+        "image": settings["image"],
+        "command": list(settings.get("command") or []),
+        "env": {str(k): str(v) for k, v in env.items()},
+        "devices": list(container.get("devices") or []),
+        "volumes": volumes,
+        "ipc_mode": container.get("ipc_mode") or None,
+        "shm_size": container.get("shm_size") or None,
+        "restart_policy": settings["restart_policy"],
+        "log_driver": "json-file",
+        "log_options": {"max-size": str(settings["log_max_size"]), "max-file": str(settings["log_max_file"])},
+        "labels": {
+            "io.pymotor.job": settings["job_id"],
+            "io.pymotor.role": container["role"],
+            CONTAINER_LABEL: name,
+            PORTS_LABEL: ",".join(str(p) for p in container.get("ports") or []),
+            HASH_LABEL: result["hashes"][name],
+            PARTS_LABEL: result["parts"][name],
+            PLACEMENT_LABEL: placement_label(container),
+        },
+    }
+
+
 def _name_of(docker_container: dict) -> str:
     labels = docker_container.get("Labels") or {}
     if labels.get(CONTAINER_LABEL):

@@ -1,18 +1,23 @@
 """Render the config directories (CONFIGMAP_PATH) of the PyMotor containers of one host in one call
 (the JSON spec on stdin, or in the file named by argv[1]).
 
-Spec: {startup_dir, dir_mode, file_mode, dirs: [extra dirs], containers: [{name, path, files: {rel: text},
-functions: {script basename: {function name: {KEY: value}}}}]}. Every config dir gets a copy of startup_dir
+Spec: {startup_dir, dir_mode, file_mode, dirs: [extra dirs], extract: {image, in_image} (optional),
+containers: [{name, path, files: {rel: text}, functions: {script basename: {function name: {KEY: value}}}}]}.
+When startup_dir has no boot.sh and extract is given, the startup scripts are first copied out of the image
+(docker create + docker cp into a temporary sibling, renamed into place: startup_dir is a cache per image id).
+Every config dir gets a copy of startup_dir
 with the set_*_env functions prepended to the script that defines them (PyMotor's deployer does the same),
 plus the extra files; files are written only when content/mode/owner differ, unwanted files are removed.
 Prints {"changed": [names], "digests": {name: sha256 over relative paths and file hashes}}.
 """
 
 import hashlib
-import os
-
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 
 def shell_quote(value):
@@ -120,6 +125,36 @@ def sync_container(container, startup_dir, dir_mode, file_mode, check):
     return changed, digest.hexdigest()
 
 
+def extract_startup(startup_dir, image, in_image):
+    """Copy the startup scripts out of the image into startup_dir (atomically: a temporary sibling renamed)."""
+    parent = os.path.dirname(startup_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=os.path.basename(startup_dir) + ".tmp.", dir=parent)
+    cid = None
+    try:
+        cid = subprocess.run(["docker", "create", "--entrypoint", "/bin/true", image], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        subprocess.run(["docker", "cp", "%s:%s/." % (cid, in_image.rstrip("/")), tmp + "/"], check=True,
+                       capture_output=True, text=True)
+        if not os.path.isfile(os.path.join(tmp, "boot.sh")):
+            raise ValueError("%s has no boot.sh in %s" % (image, in_image))
+        for root, dirs, names in os.walk(tmp):
+            for name in dirs + names:
+                full = os.path.join(root, name)
+                if not os.path.islink(full):
+                    os.chmod(full, os.stat(full).st_mode & ~0o022)
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, startup_dir)
+        tmp = None
+    except subprocess.CalledProcessError as exc:
+        raise ValueError("cannot copy the startup scripts out of %s: %s" % (image, (exc.stderr or "").strip()))
+    finally:
+        if cid:
+            subprocess.run(["docker", "rm", "-f", cid], capture_output=True, check=False)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     if sys.argv[1:] in ([], ["-"]):
         spec = json.load(sys.stdin)
@@ -127,6 +162,14 @@ def main():
         with open(sys.argv[1]) as handle:
             spec = json.load(handle)
     startup_dir = spec["startup_dir"]
+    extracted = False
+    if spec.get("extract") and not os.path.isfile(os.path.join(startup_dir, "boot.sh")):
+        try:
+            extract_startup(startup_dir, spec["extract"]["image"], spec["extract"]["in_image"])
+            extracted = True
+        except (OSError, ValueError) as exc:
+            print(json.dumps({"failed": True, "msg": str(exc)}))
+            sys.exit(1)
     if not os.path.isdir(startup_dir):
         print(json.dumps({"failed": True, "msg": "startup scripts not found at %s" % startup_dir}))
         sys.exit(1)
@@ -145,7 +188,7 @@ def main():
     except (OSError, ValueError, KeyError) as exc:
         print(json.dumps({"failed": True, "msg": "cannot render the config directories: %s" % exc}))
         sys.exit(1)
-    print(json.dumps({"changed": changed, "digests": digests}))
+    print(json.dumps({"changed": changed, "digests": digests, "extracted": extracted}))
 
 
 if __name__ == "__main__":

@@ -197,3 +197,34 @@ def test_spec_digest_ignores_instance_counts(key):
     assert mr.spec_digest(entry) == before
     entry["env"]["X"] = "1"
     assert mr.spec_digest(entry) != before
+
+
+SETTINGS = {"image": "local/pymotor:1", "command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"], "job_id": "job",
+            "log_root": "/var/log/pymotor", "weight_dir": "/mnt/weight", "extra_volumes": ["/data:/data:ro"],
+            "restart_policy": "unless-stopped", "log_max_size": "100m", "log_max_file": 5,
+            "mounts": ["/usr/local/Ascend/driver", "/etc/hccn.conf"]}
+
+
+def test_container_spec_of_an_engine_and_of_the_controller():
+    plan = make_plan()
+    parts = parts_of(plan)
+    result = mr.reconcile(plan, parts, {})
+    by_name = {c["name"]: c for c in plan["containers"]}
+    engine = next(c for c in plan["containers"] if c["role"] == "prefill")
+    spec = mr.container_spec(engine, result, SETTINGS)
+    assert "user_config" not in spec and spec["name"] == engine["name"]
+    assert spec["devices"] == engine["devices"] and spec["env"]["ROLE"] == engine["env"]["ROLE"]
+    assert spec["volumes"] == [
+        f"{engine['configmap_path']}:{engine['configmap_path']}:ro",
+        f"/var/log/pymotor/job/{engine['name']}:{engine['env'].get('MOTOR_LOG_ROOT_PATH', '/root/ascend/log')}:rw",
+        "/mnt/weight:/mnt/weight:ro", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro",
+        "/etc/hccn.conf:/etc/hccn.conf:ro", "/data:/data:ro"]
+    assert spec["labels"][mr.HASH_LABEL] == result["hashes"][engine["name"]]
+    assert spec["labels"][mr.PARTS_LABEL] == result["parts"][engine["name"]]
+    assert spec["labels"][mr.PLACEMENT_LABEL] == mr.placement_label(engine)
+    assert spec["labels"][mr.PORTS_LABEL] == ",".join(str(p) for p in engine["ports"])
+    assert spec["log_options"] == {"max-size": "100m", "max-file": "5"}
+    controller = by_name[next(n for n, c in by_name.items() if c["role"] == "controller")]
+    control_spec = mr.container_spec(controller, result, SETTINGS)
+    assert not any(v.startswith("/usr/local/Ascend") for v in control_spec["volumes"])
+    assert control_spec["devices"] == [] and control_spec["volumes"][-1] == "/data:/data:ro"

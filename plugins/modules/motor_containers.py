@@ -1,0 +1,303 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
+# licence (motor_containers builds on community.docker's GPL API client); the rest of the collection is Apache-2.0.
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Start (or remove) all the containers of a PyMotor job on one host in one module run."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: motor_containers
+short_description: Start or remove the containers of a PyMotor job on one host in one run
+version_added: 1.0.0
+author: pymotor.ascend contributors (@pymotor-ascend)
+description:
+  - Removes the containers listed in O(remove), then makes every container in O(containers) run, one after the
+    other, through the Docker Engine API (the API client of community.docker, no Docker SDK needed).
+  - One module run per host for a whole tier of a deploy, where M(community.docker.docker_container) is one run
+    per container (a Python start, an inspection and the API calls each time).
+  - Idempotence is decided by the label C(io.pymotor.config-hash) (computed by the
+    C(pymotor.ascend.motor_reconcile) filter from everything that shapes the container) - a container with the
+    same hash is left alone when running and started when stopped; a container with another hash is removed and
+    created again; a missing one is created. The image is never pulled.
+  - The containers are never privileged, and use the host network.
+extends_documentation_fragment:
+  - community.docker.docker.api_documentation
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would be created, recreated, started or removed.
+  diff_mode:
+    support: none
+    description: No diff is returned.
+options:
+  job_id:
+    description:
+      - Value of the C(io.pymotor.job) label; the result lists the state of every container of the job on the host.
+    type: str
+    required: true
+  remove:
+    description:
+      - Names of containers to remove (forcibly, anonymous volumes kept) before any container starts.
+    type: list
+    elements: str
+    default: []
+  containers:
+    description:
+      - The containers to run, in start order.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Container name.
+        type: str
+        required: true
+      image:
+        description: Image name or id; must be present on the host.
+        type: str
+        required: true
+      command:
+        description: Command (argv).
+        type: list
+        elements: str
+        default: []
+      env:
+        description: Environment variables.
+        type: dict
+        default: {}
+      devices:
+        description: Devices as C(host_path:container_path:permissions).
+        type: list
+        elements: str
+        default: []
+      volumes:
+        description: Bind mounts as C(source:destination[:mode]).
+        type: list
+        elements: str
+        default: []
+      ipc_mode:
+        description: IPC mode (for example C(host)); Docker's default when empty.
+        type: str
+      shm_size:
+        description: Size of /dev/shm (for example C(4g)); Docker's default when empty.
+        type: str
+      labels:
+        description: Labels; C(io.pymotor.config-hash) decides whether a container is recreated.
+        type: dict
+        default: {}
+      restart_policy:
+        description: Restart policy name.
+        type: str
+        default: unless-stopped
+      log_driver:
+        description: Logging driver.
+        type: str
+        default: json-file
+      log_options:
+        description: Logging driver options.
+        type: dict
+        default: {}
+notes:
+  - Runs on the Docker host (or reaches it through O(docker_host)).
+seealso:
+  - module: community.docker.docker_container
+"""
+
+EXAMPLES = r"""
+- name: Start the engines of this host
+  pymotor.ascend.motor_containers:
+    job_id: demo
+    containers:
+      - name: demo-p0-0
+        image: pymotor:latest
+        command: [bash, -c, "source $CONFIGMAP_PATH/boot.sh"]
+        env: {ROLE: prefill}
+        devices: ["/dev/davinci0:/dev/davinci0:rwm"]
+        volumes: ["/etc/pymotor/demo/demo-p0-0:/etc/pymotor/demo/demo-p0-0:ro"]
+        ipc_mode: host
+        labels: {io.pymotor.job: demo, io.pymotor.config-hash: 0123abcd}
+"""
+
+RETURN = r"""
+containers:
+  description: What was done with each container of O(containers), in order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Container name.
+      type: str
+    action:
+      description: C(created), C(recreated), C(started) or C(unchanged).
+      type: str
+    id:
+      description: Container id (empty in check mode for a container that would be created).
+      type: str
+removed:
+  description: The containers of O(remove) that existed and were removed.
+  returned: always
+  type: list
+  elements: str
+states:
+  description: State (C(running), C(exited), ...) of every container of the job on the host after the run.
+  returned: always
+  type: dict
+"""
+
+import json
+import traceback
+
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.community.docker.plugins.module_utils.common_api import (
+    AnsibleDockerClient,
+    RequestException,
+)
+from ansible_collections.community.docker.plugins.module_utils._api.errors import DockerException, NotFound
+from ansible_collections.community.docker.plugins.module_utils._api.utils.utils import parse_bytes
+
+HASH_LABEL = "io.pymotor.config-hash"
+
+CONTAINER_OPTIONS = dict(
+    name=dict(type="str", required=True),
+    image=dict(type="str", required=True),
+    command=dict(type="list", elements="str", default=[]),
+    env=dict(type="dict", default={}),
+    devices=dict(type="list", elements="str", default=[]),
+    volumes=dict(type="list", elements="str", default=[]),
+    ipc_mode=dict(type="str"),
+    shm_size=dict(type="str"),
+    labels=dict(type="dict", default={}),
+    restart_policy=dict(type="str", default="unless-stopped"),
+    log_driver=dict(type="str", default="json-file"),
+    log_options=dict(type="dict", default={}),
+)
+
+
+def _device(spec):
+    """'/dev/x:/dev/x:rwm' -> Engine API device mapping (container path and permissions default like docker run)."""
+    parts = spec.split(":")
+    host = parts[0]
+    inside = parts[1] if len(parts) > 1 and parts[1] else host
+    perms = parts[2] if len(parts) > 2 and parts[2] else "rwm"
+    return {"PathOnHost": host, "PathInContainer": inside, "CgroupPermissions": perms}
+
+
+def create_body(spec):
+    """The POST /containers/create body of one container spec (pure)."""
+    host_config = {
+        "NetworkMode": "host",
+        "Privileged": False,
+        "Devices": [_device(d) for d in spec.get("devices") or []],
+        "Binds": list(spec.get("volumes") or []),
+        "RestartPolicy": {"Name": spec.get("restart_policy") or "no", "MaximumRetryCount": 0},
+        "LogConfig": {
+            "Type": spec.get("log_driver") or "json-file",
+            "Config": {str(k): str(v) for k, v in (spec.get("log_options") or {}).items()},
+        },
+    }
+    if spec.get("ipc_mode"):
+        host_config["IpcMode"] = spec["ipc_mode"]
+    if spec.get("shm_size"):
+        host_config["ShmSize"] = parse_bytes(spec["shm_size"])
+    body = {
+        "Image": spec["image"],
+        "Env": ["%s=%s" % (k, "" if v is None else v) for k, v in sorted((spec.get("env") or {}).items())],
+        "Labels": {str(k): str(v) for k, v in (spec.get("labels") or {}).items()},
+        "HostConfig": host_config,
+    }
+    if spec.get("command"):
+        body["Cmd"] = list(spec["command"])
+    return body
+
+
+def decide(existing, spec):
+    """What to do with one container: existing is its inspection (None when missing)."""
+    if existing is None:
+        return "created"
+    labels = (existing.get("Config") or {}).get("Labels") or {}
+    if labels.get(HASH_LABEL) != (spec.get("labels") or {}).get(HASH_LABEL):
+        return "recreated"
+    if (existing.get("State") or {}).get("Running"):
+        return "unchanged"
+    return "started"
+
+
+def _inspect(client, name):
+    try:
+        return client.get_json("/containers/{0}/json", name)
+    except NotFound:
+        return None
+
+
+def _remove(client, name):
+    try:
+        client.delete_call("/containers/{0}", name, params={"force": "true", "v": "false"})
+    except NotFound:
+        return False
+    return True
+
+
+def _create_and_start(client, spec):
+    try:
+        created = client.post_json_to_json("/containers/create", data=create_body(spec), params={"name": spec["name"]})
+    except NotFound as exc:
+        client.fail("cannot create %s: image %s is not on this host (%s); ship it with playbooks/build_image.yml"
+                    % (spec["name"], spec["image"], to_native(exc)))
+    client.post_call("/containers/{0}/start", created["Id"])
+    return created["Id"]
+
+
+def _job_states(client, job_id):
+    listed = client.get_json("/containers/json", params={
+        "all": 1, "filters": json.dumps({"label": ["io.pymotor.job=%s" % job_id]})})
+    return dict(((c.get("Names") or ["/?"])[0].lstrip("/"), c.get("State", "")) for c in listed)
+
+
+def run(client, params, check_mode):
+    result = {"changed": False, "containers": [], "removed": [], "states": {}}
+    for name in params["remove"]:
+        if check_mode:
+            if _inspect(client, name) is not None:
+                result["removed"].append(name)
+        elif _remove(client, name):
+            result["removed"].append(name)
+    for spec in params["containers"]:
+        existing = _inspect(client, spec["name"])
+        action = decide(existing, spec)
+        container_id = (existing or {}).get("Id", "")
+        if not check_mode:
+            if action == "recreated":
+                _remove(client, spec["name"])
+            if action in ("created", "recreated"):
+                container_id = _create_and_start(client, spec)
+            elif action == "started":
+                client.post_call("/containers/{0}/start", container_id)
+        result["containers"].append({"name": spec["name"], "action": action, "id": container_id})
+    result["changed"] = bool(result["removed"]) or any(c["action"] != "unchanged" for c in result["containers"])
+    result["states"] = _job_states(client, params["job_id"])
+    return result
+
+
+def main():
+    argument_spec = dict(
+        job_id=dict(type="str", required=True),
+        remove=dict(type="list", elements="str", default=[]),
+        containers=dict(type="list", elements="dict", default=[], options=CONTAINER_OPTIONS),
+    )
+    client = AnsibleDockerClient(argument_spec=argument_spec, supports_check_mode=True)
+    try:
+        client.module.exit_json(**run(client, client.module.params, client.module.check_mode))
+    except DockerException as exc:
+        client.fail("An unexpected Docker error occurred: %s" % to_native(exc), exception=traceback.format_exc())
+    except RequestException as exc:
+        client.fail("An unexpected requests error occurred when trying to talk to the Docker daemon: %s"
+                    % to_native(exc), exception=traceback.format_exc())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Unit tests of plugins/modules/motor_containers.py: the create body, the decision and the call sequence, against a
+recording fake of the Docker API client (the real engine is exercised by the integration tests and molecule)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.community.docker.plugins.module_utils._api.errors import NotFound
+from ansible_collections.pymotor.ascend.plugins.modules import motor_containers as mc
+
+SPEC = {
+    "name": "job-p0-0", "image": "local/pymotor:1", "command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"],
+    "env": {"ROLE": "prefill", "POD_IP": "10.0.0.1"},
+    "devices": ["/dev/davinci0:/dev/davinci0:rwm", "/dev/davinci_manager:/dev/davinci_manager:rwm"],
+    "volumes": ["/etc/pymotor/job/job-p0-0:/etc/pymotor/job/job-p0-0:ro"],
+    "ipc_mode": "host", "shm_size": "4g", "restart_policy": "unless-stopped", "log_driver": "json-file",
+    "log_options": {"max-size": "100m", "max-file": 5},
+    "labels": {"io.pymotor.job": "job", mc.HASH_LABEL: "h1"},
+}
+
+
+def test_create_body_maps_every_field():
+    body = mc.create_body(SPEC)
+    host = body["HostConfig"]
+    assert body["Image"] == "local/pymotor:1"
+    assert body["Cmd"] == SPEC["command"]
+    assert body["Env"] == ["POD_IP=10.0.0.1", "ROLE=prefill"]
+    assert body["Labels"] == {"io.pymotor.job": "job", mc.HASH_LABEL: "h1"}
+    assert host["NetworkMode"] == "host" and host["Privileged"] is False
+    assert host["Devices"] == [
+        {"PathOnHost": "/dev/davinci0", "PathInContainer": "/dev/davinci0", "CgroupPermissions": "rwm"},
+        {"PathOnHost": "/dev/davinci_manager", "PathInContainer": "/dev/davinci_manager", "CgroupPermissions": "rwm"}]
+    assert host["Binds"] == SPEC["volumes"]
+    assert host["IpcMode"] == "host"
+    assert host["ShmSize"] == 4 * 1024 ** 3
+    assert host["RestartPolicy"] == {"Name": "unless-stopped", "MaximumRetryCount": 0}
+    assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "100m", "max-file": "5"}}
+    assert "CapAdd" not in host and "Privileged" in host
+
+
+def test_create_body_leaves_docker_defaults_when_empty():
+    body = mc.create_body(dict(SPEC, ipc_mode=None, shm_size=None, command=[], devices=["/dev/x"]))
+    assert "IpcMode" not in body["HostConfig"] and "ShmSize" not in body["HostConfig"] and "Cmd" not in body
+    assert body["HostConfig"]["Devices"] == [{"PathOnHost": "/dev/x", "PathInContainer": "/dev/x", "CgroupPermissions": "rwm"}]
+
+
+@pytest.mark.parametrize("existing, action", [
+    (None, "created"),
+    ({"Config": {"Labels": {mc.HASH_LABEL: "h0"}}, "State": {"Running": True}}, "recreated"),
+    ({"Config": {"Labels": {}}, "State": {"Running": True}}, "recreated"),
+    ({"Config": {"Labels": {mc.HASH_LABEL: "h1"}}, "State": {"Running": True}}, "unchanged"),
+    ({"Config": {"Labels": {mc.HASH_LABEL: "h1"}}, "State": {"Running": False, "Status": "exited"}}, "started"),
+])
+def test_decide(existing, action):
+    assert mc.decide(existing, SPEC) == action
+
+
+class FakeClient:
+    """Records the Engine API calls; containers: name -> inspection."""
+
+    def __init__(self, containers=None, images=("local/pymotor:1",)):
+        self.containers = dict(containers or {})
+        self.images = images
+        self.calls = []
+
+    def get_json(self, path, *args, **kwargs):
+        if path == "/containers/{0}/json":
+            self.calls.append(("inspect", args[0]))
+            if args[0] not in self.containers:
+                raise NotFound("no such container")
+            return self.containers[args[0]]
+        self.calls.append(("list",))
+        return [{"Names": ["/" + n], "State": "running" if c["State"]["Running"] else "exited"}
+                for n, c in self.containers.items()]
+
+    def delete_call(self, path, name, params=None):
+        self.calls.append(("remove", name, params["force"]))
+        if name not in self.containers:
+            raise NotFound("no such container")
+        del self.containers[name]
+
+    def post_json_to_json(self, path, data=None, params=None):
+        self.calls.append(("create", params["name"]))
+        if data["Image"] not in self.images:
+            raise NotFound("No such image")
+        self.containers[params["name"]] = {"Id": "id-" + params["name"], "Config": {"Labels": data["Labels"]},
+                                           "State": {"Running": False}}
+        return {"Id": "id-" + params["name"]}
+
+    def post_call(self, path, container_id):
+        self.calls.append(("start", container_id))
+        for c in self.containers.values():
+            if c["Id"] == container_id:
+                c["State"]["Running"] = True
+
+    def fail(self, msg, **kwargs):
+        raise AssertionError(msg)
+
+
+def params(containers=(), remove=()):
+    return {"job_id": "job", "containers": list(containers), "remove": list(remove)}
+
+
+def running(name, hash_value, running_now=True):
+    return {"Id": "id-" + name, "Config": {"Labels": {mc.HASH_LABEL: hash_value}}, "State": {"Running": running_now}}
+
+
+def test_first_run_creates_and_starts_in_order():
+    second = dict(SPEC, name="job-d0-0")
+    client = FakeClient()
+    result = mc.run(client, params([SPEC, second]), check_mode=False)
+    assert [c["action"] for c in result["containers"]] == ["created", "created"]
+    assert result["changed"] is True
+    assert [c for c in client.calls if c[0] in ("create", "start")] == [
+        ("create", "job-p0-0"), ("start", "id-job-p0-0"), ("create", "job-d0-0"), ("start", "id-job-d0-0")]
+    assert result["states"] == {"job-p0-0": "running", "job-d0-0": "running"}
+
+
+def test_converged_run_changes_nothing():
+    client = FakeClient({"job-p0-0": running("job-p0-0", "h1")})
+    result = mc.run(client, params([SPEC]), check_mode=False)
+    assert result["changed"] is False and result["containers"][0]["action"] == "unchanged"
+    assert [c[0] for c in client.calls] == ["inspect", "list"]
+
+
+def test_stale_hash_is_removed_then_created_and_stopped_one_started():
+    client = FakeClient({"job-p0-0": running("job-p0-0", "old"), "job-d0-0": running("job-d0-0", "h1", False)})
+    result = mc.run(client, params([SPEC, dict(SPEC, name="job-d0-0")]), check_mode=False)
+    assert [c["action"] for c in result["containers"]] == ["recreated", "started"]
+    assert ("remove", "job-p0-0", "true") in client.calls
+    assert client.calls.index(("remove", "job-p0-0", "true")) < client.calls.index(("create", "job-p0-0"))
+    assert ("create", "job-d0-0") not in client.calls and ("start", "id-job-d0-0") in client.calls
+
+
+def test_remove_runs_first_and_ignores_missing_containers():
+    client = FakeClient({"job-p1-0": running("job-p1-0", "h1")})
+    result = mc.run(client, params([SPEC], remove=["job-p1-0", "job-gone"]), check_mode=False)
+    assert result["removed"] == ["job-p1-0"]
+    assert client.calls[:2] == [("remove", "job-p1-0", "true"), ("remove", "job-gone", "true")]
+    assert "job-p1-0" not in result["states"]
+
+
+def test_check_mode_reports_without_calling_docker_to_change():
+    client = FakeClient({"job-p1-0": running("job-p1-0", "h1"), "job-p0-0": running("job-p0-0", "old")})
+    result = mc.run(client, params([SPEC], remove=["job-p1-0"]), check_mode=True)
+    assert result["changed"] is True and result["removed"] == ["job-p1-0"]
+    assert result["containers"][0]["action"] == "recreated"
+    assert {c[0] for c in client.calls} == {"inspect", "list"}
+
+
+def test_missing_image_names_the_container_and_the_fix():
+    client = FakeClient(images=())
+    with pytest.raises(AssertionError, match="cannot create job-p0-0: image local/pymotor:1 is not on this host.*build_image.yml"):
+        mc.run(client, params([SPEC]), check_mode=False)

@@ -1,0 +1,86 @@
+"""Unit tests of plugins/modules/motor_wait.py and plugins/module_utils/motor_health.py, with a fake HTTP getter and
+clock (the real endpoints are exercised by the integration tests and molecule)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_health as mh
+from ansible_collections.pymotor.ascend.plugins.modules import motor_wait as mw
+
+
+@pytest.mark.parametrize("until, status, body, expected, met", [
+    ("answers", -1, None, None, False),
+    ("answers", 503, None, None, True),
+    ("answers", 404, {"x": 1}, None, True),
+    ("ready", 503, {"ready": False}, None, False),
+    ("ready", 200, {"ready": True}, None, True),
+    ("ready", 200, {"ready": "true"}, None, False),
+    ("status_ok", 200, {"status": "normal"}, None, True),
+    ("status_ok", 200, {"status": True}, None, True),
+    ("status_ok", 503, {"status": "normal"}, None, False),
+    ("status_ok", 200, {"status": "abnormal"}, None, False),
+    ("endpoints", 200, {"services": [{"Endpoint": "tcp://a:1"}, {"Endpoint": "tcp://b:2"}]}, ["tcp://a:1"], True),
+    ("endpoints", 200, {"services": [{"Endpoint": "tcp://a:1"}]}, ["tcp://a:1", "tcp://b:2"], False),
+    ("endpoints", 200, {"services": None}, [], True),
+    ("endpoints", -1, None, [], False),
+])
+def test_condition_met(until, status, body, expected, met):
+    assert mh.condition_met(until, status, body, expected) is met
+
+
+def test_unknown_condition_is_an_error():
+    with pytest.raises(ValueError, match="unknown condition"):
+        mh.condition_met("soon", 200, {}, None)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def scripted(answers):
+    """A getter returning the answers in order (the last one forever)."""
+    seen = []
+
+    def get(url, request_timeout):
+        seen.append(url)
+        return answers[min(len(seen), len(answers)) - 1]
+    return get, seen
+
+
+def test_wait_polls_until_the_condition_holds():
+    clock = Clock()
+    get, seen = scripted([(-1, None, "refused"), (503, {"ready": False}, "{}"), (200, {"ready": True}, "{}")])
+    held, polls, seconds, answer = mw.wait_for({"url": "http://c/readiness", "until": "ready", "timeout": 10},
+                                               0.5, 5, get=get, clock=clock, sleep=clock.sleep)
+    assert (held, polls, seconds, answer) == (True, 3, 1.0, "")
+
+
+def test_wait_times_out_with_the_last_answer():
+    clock = Clock()
+    get, seen = scripted([(200, {"services": [{"Endpoint": "tcp://a:1"}]}, '{"services": [...]}')])
+    held, polls, seconds, answer = mw.wait_for(
+        {"url": "http://k/services", "until": "endpoints", "endpoints": ["tcp://a:1", "tcp://b:2"], "timeout": 3},
+        0.5, 5, get=get, clock=clock, sleep=clock.sleep)
+    assert held is False and polls == 7 and seconds == 3.0  # polls at 0, 0.5 ... 3.0 s
+    assert answer.startswith("HTTP 200") and answer.endswith("missing tcp://b:2")
+
+
+def test_no_answer_is_reported_as_such():
+    clock = Clock()
+    get, dummy = scripted([(-1, None, "[Errno 111] Connection refused")])
+    held, dummy, dummy, answer = mw.wait_for({"url": "u", "until": "answers", "timeout": 1}, 0.5, 5,
+                                             get=get, clock=clock, sleep=clock.sleep)
+    assert held is False and answer == "no answer ([Errno 111] Connection refused)"
+
+
+def test_get_reads_http_errors_and_refusals():
+    status, body, text = mw._get("http://127.0.0.1:9/none", 1)
+    assert status == -1 and body is None and text
