@@ -23,7 +23,9 @@ description:
   - The domain logic lives in C(plugins/plugin_utils/motor_plan.py); see C(docs/design.md) for the full contract.
   - With O(previous), the current placement, scaling or reconfiguring keeps the running containers where they
     are, so that only the added or removed ones change (see O(previous)).
-  - The companion filter C(pymotor.ascend.motor_plan_table) renders a plan as a text table.
+  - The companion filter C(pymotor.ascend.motor_plan_table) renders a plan as a text table;
+    C(pymotor.ascend.motor_plan_model_dirs) lists the model directories plan entries (or a whole normalized
+    config) need and C(pymotor.ascend.motor_plan_weight_dir) the weights directory of a user_config.
 positional: _input, hosts, previous
 options:
   _input:
@@ -92,7 +94,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import (
     MotorPlanError,
     build_plan,
+    model_dirs,
     plan_table,
+    weight_dir,
 )
 
 
@@ -111,9 +115,20 @@ def motor_plan_table(plan):
     return plan_table(plan)
 
 
+def motor_plan_model_dirs(source):
+    """Model directories needed by the given plan entries, or named by a whole normalized config."""
+    return model_dirs(source)
+
+
+def motor_plan_weight_dir(user_config):
+    """Host directory of the model weights of a user_config."""
+    return weight_dir(user_config)
+
+
 class FilterModule:
-    """The pymotor.ascend.motor_plan and motor_plan_table filters."""
+    """The pymotor.ascend.motor_plan filter and its companions."""
 
     def filters(self):
         """Return the filters of this plugin."""
-        return {"motor_plan": motor_plan, "motor_plan_table": motor_plan_table}
+        return {"motor_plan": motor_plan, "motor_plan_table": motor_plan_table,
+                "motor_plan_model_dirs": motor_plan_model_dirs, "motor_plan_weight_dir": motor_plan_weight_dir}

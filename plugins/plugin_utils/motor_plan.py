@@ -1536,6 +1536,40 @@ def placement_of(plan: dict) -> dict[str, dict]:
 # table
 
 
+def _strip_dir(path) -> str:
+    text = str(path or "")
+    return text.rstrip("/") or text
+
+
+def weight_dir(user_config: dict) -> str:
+    """Host directory of the model weights (motor_deploy_config.weight_mount_path, default /mnt/weight)."""
+    deploy = (user_config or {}).get("motor_deploy_config") or {}
+    return _strip_dir(deploy.get("weight_mount_path") or "/mnt/weight")
+
+
+def _model_dir(user_config: dict, role: str) -> str:
+    if role == "coordinator":
+        section = ((user_config.get("motor_coordinator_config") or {}).get("prefill_kv_event_config") or {})
+        return _strip_dir(section.get("model_path"))
+    return _strip_dir(((user_config.get(f"motor_engine_{role}_config") or {}).get("engine_config") or {}).get("model"))
+
+
+def model_dirs(source) -> list:
+    """The model directories that must exist on a host: of the plan entries given (those that need the weights),
+    or of a whole normalized config (every engine role and the coordinator, before anything is planned)."""
+    if isinstance(source, dict):
+        user_config = source.get("user_config") or {}
+        pairs = [(user_config, role) for role in list(source.get("engines") or {}) + ["coordinator"]]
+    else:
+        pairs = [(c.get("user_config") or {}, c.get("role")) for c in source or [] if c.get("needs_weights")]
+    out = []
+    for user_config, role in pairs:
+        path = _model_dir(user_config, role)
+        if path and path not in out:
+            out.append(path)
+    return out
+
+
 def plan_table(plan: dict) -> str:
     """The plan as a fixed-width text table: host, ip, container, role, NPUs, ports (one row per container)."""
     header = ("HOST", "IP", "CONTAINER", "ROLE", "TIER", "NPUS", "PORTS")

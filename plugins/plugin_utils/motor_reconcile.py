@@ -11,7 +11,8 @@ action (create, recreate, start, keep, remove) with the reason, and how it is ca
   pool restarts (they would re-register with the new controller before being replaced), copies on a wrong host;
 - ``drain``: prefill/union containers the plan no longer has while the KV conductor stays: their DP ranks are
   unregistered from the conductor first, then they are removed (scale-in);
-- ``parallel``: started in their tier on all hosts at once (new containers, stopped ones, control-plane changes);
+- ``parallel``: started in their tier on all hosts at once (new containers, stopped ones, control-plane changes;
+  ``tier_steps`` says which consecutive tiers share one host and so start in one step);
 - ``rolling``: engine instances whose own config changed, recreated one instance at a time with a readiness
   wait in between (all pods of the instance together: its pods assemble as one engine).
 
@@ -89,6 +90,13 @@ def spec_digest(container: dict) -> str:
             for key in SCALE_KEYS:
                 deploy.pop(key, None)
     return _sha(_canonical(entry))
+
+
+def config_parts(containers: list, image_id: str, shared_spec: dict) -> dict:
+    """The hash parts of the containers of one host: the image id, the spec digest of each plan entry and the digest
+    of the role settings every container shares (the same text as Jinja's ``to_json(sort_keys=true) | hash``)."""
+    shared = hashlib.sha256(json.dumps(shared_spec, sort_keys=True).encode("utf-8")).hexdigest()
+    return {c["name"]: {"image": image_id, "shared": shared, "spec": spec_digest(c)} for c in containers}
 
 
 def placement_label(container: dict) -> str:
@@ -296,6 +304,7 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
     return {
         "hashes": hashes,
         "parts": labels,
+        "tier_steps": tier_steps(plan),
         "actions": rows,
         "first": first,
         "drain": [r for r in removals if r["mode"] == "drain"],
@@ -303,6 +312,24 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
         "rolling": rolling,
         "changes": [r for r in rows if r["action"] != "keep"],
     }
+
+
+def tier_steps(plan: dict) -> list:
+    """The tiers in start order, grouped into steps: consecutive tiers whose containers all run on one and the same
+    host start in one step (one module run there, in plan order); any other tier waits for the previous step on
+    every host. With one control host: [[0, 1], [2]]; control plane spread over hosts: [[0], [1], [2]]."""
+    by_tier = {}
+    for c in plan.get("containers", []):
+        by_tier.setdefault(c["tier"], set()).add(c["host"])
+    steps, step_hosts = [], set()
+    for tier in sorted(by_tier):
+        if steps and len(step_hosts | by_tier[tier]) == 1:
+            steps[-1].append(tier)
+        else:
+            steps.append([tier])
+            step_hosts = set()
+        step_hosts |= by_tier[tier]
+    return steps
 
 
 def drain_requests(drain: list, services: list) -> list:

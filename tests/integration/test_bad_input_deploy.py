@@ -51,12 +51,11 @@ STAGE_TASKS = {
                  "Normalize and validate the configuration"},
     "plan": {"Check that the inventory has PyMotor hosts", "Build the deployment plan"},
 }
-# deploy.yml's read-only discovery (roles/motor_service/tasks/discover.yml and its argument spec check), run on the
-# hosts between validation and planning: the only host tasks a plan-stage failure may show, and only as ok / skipping.
-DISCOVERY_TASKS = {"Validating arguments against arg spec 'discover'",
-                   "Inspect the Docker engine, the image and the containers of the job", "Record the image id"}
+# deploy.yml's read-only discovery (roles/motor_service/tasks/discover.yml), run on the hosts between validation and
+# planning: the only host tasks a plan-stage failure may show, and only as ok / skipping.
+DISCOVERY_TASKS = {"Inspect the Docker engine, the image, the containers of the job and the host", "Record the image id"}
 DISCOVERY_STATUS = {"ok", "skipping"}
-# What running one read-only module (docker_host_info) leaves on a host: Ansible's remote_tmp base, created empty, and
+# What running one read-only module (motor_host_probe) leaves on a host: Ansible's remote_tmp base, created empty, and
 # the mtimes of /tmp (AnsiballZ's payload directory, removed after the run) and of the directories above remote_tmp.
 # No file may be left anywhere, and remote_tmp must be empty.
 ANSIBLE_FOOTPRINT = {"/root", "/root/.ansible", "/root/.ansible/tmp", "/tmp"}

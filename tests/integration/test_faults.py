@@ -92,6 +92,40 @@ def started_at(cluster) -> dict[str, str]:
     return state
 
 
+def test_precheck_reports_every_host_problem_and_starts_nothing(cluster):
+    """Fresh hosts with problems on both: an unhealthy planned NPU, planned ports held by other processes, a
+    missing model. The deploy stops at the precheck (judged on the controller from the one read-only probe per
+    host), listing every problem with its host and fix, before anything is written or started."""
+    engine, ctl = cluster["engine"]["name"], cluster["ctl"]["name"]
+    listen = "nohup python3 -c 'import socket,time; s=socket.socket(); s.bind((\"0.0.0.0\", {port})); s.listen(); " \
+             "time.sleep(600)' >/dev/null 2>&1 &"
+    simctl.host_exec(engine, "printf '2 Warning\\n' > /etc/pymotor-sim/unhealthy")
+    simctl.host_exec(engine, "mv /mnt/weight/qwen3_8B /mnt/weight/qwen3_8B.away")
+    simctl.host_exec(engine, listen.format(port=3026))
+    simctl.host_exec(ctl, listen.format(port=2026))
+    try:
+        wait_for(lambda: all(simctl.host_exec(h, f"grep -qi ':{p:04X} .* 0A ' /proc/net/tcp")[0] == 0
+                             for h, p in ((engine, 3026), (ctl, 2026))), timeout=20, interval=0.2,
+                 what="the stray listeners")
+        failed = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, check=False)
+    finally:
+        simctl.host_exec(engine, "rm -f /etc/pymotor-sim/unhealthy; mv /mnt/weight/qwen3_8B.away /mnt/weight/qwen3_8B")
+        for host in (engine, ctl):
+            simctl.host_exec(host, "pkill -f '[t]ime.sleep.600' || true")
+    assert failed.returncode != 0
+    out = failed.stdout
+    assert "Fail with every precheck problem of the host" in out, out[-3000:]
+    for line in (f"{engine}: NPU 2 health: npu-smi info reports Warning (fix: repair the NPU",
+                 f"{engine}: port 3026: already in use by another process, but planned for {JOB}-p0-0",
+                 f"{engine}: model: /mnt/weight/qwen3_8B missing (fix:",
+                 f"{ctl}: port 2026: already in use by another process, but planned for {JOB}-controller"):
+        assert line in out, f"missing precheck line {line!r} in:\n{out[-4000:]}"
+    assert "Render the config" not in out and "Start tier" not in out, "deploy went on after the precheck"
+    assert job_containers(cluster["hosts"], JOB) == []
+    for host in cluster["hosts"]:
+        assert simctl.host_exec(host["name"], f"test -e /etc/pymotor/{JOB}")[0] != 0, f"config written on {host['name']}"
+
+
 def test_interrupted_deploy_converges_on_rerun(cluster):
     """Kill the whole ansible-playbook process group while the containers start, then deploy again."""
     argv = playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST)

@@ -924,7 +924,7 @@ def test_filter_shim():
     from ansible_collections.pymotor.ascend.plugins.filter.motor_plan import FilterModule
 
     filters = FilterModule().filters()
-    assert set(filters) == {"motor_plan", "motor_plan_table"}
+    assert set(filters) == {"motor_plan", "motor_plan_table", "motor_plan_model_dirs", "motor_plan_weight_dir"}
     plan = filters["motor_plan"](contract_config(), inventory(engine=1, control=1))
     assert "job-p0-0" in filters["motor_plan_table"](plan)
     assert filters["motor_plan"](contract_config(), inventory(engine=1, control=1), None) == plan
@@ -957,3 +957,23 @@ def test_invariant_check_catches_planner_bugs():
     assert f"plan: port {p0['ports'][0]} is bound twice on e1 (job-d0-0 and job-p0-0)" in text or \
            f"plan: port {p0['ports'][0]} is bound twice on e1 (job-p0-0 and job-d0-0)" in text
     assert "is given to" in text and "this is a bug in motor_plan" in text
+
+
+def test_model_and_weight_dirs_of_entries_and_of_a_whole_config():
+    """One selection (Python) for the discovery before planning (whole config) and the precheck (plan entries)."""
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import build_plan, model_dirs, weight_dir
+
+    user = json.loads((REPO / "examples" / "seed_pd_separation" / "user_config.json").read_text())
+    user["motor_engine_decode_config"]["engine_config"]["model"] = "/models/decode/"
+    user["motor_deploy_config"]["weight_mount_path"] = "/data/w//"
+    config = mc.normalize(user, json.loads((REPO / "examples" / "seed_pd_separation" / "env.json").read_text()))
+    plan = build_plan(config, inventory(engine=2, control=1))
+    coordinator = config["user_config"].get("motor_coordinator_config", {}).get("prefill_kv_event_config", {})
+    coordinator_model = str(coordinator.get("model_path", "")).rstrip("/")
+    assert model_dirs(config) == ["/mnt/weight/qwen3_8B", "/models/decode"] + (
+        [coordinator_model] if coordinator_model not in ("", "/mnt/weight/qwen3_8B") else [])
+    by_role = {c["role"]: c for c in plan["containers"]}
+    assert model_dirs([by_role["decode"]]) == ["/models/decode"]
+    assert model_dirs([by_role["controller"]]) == []
+    assert set(model_dirs(plan["containers"])) <= set(model_dirs(config))
+    assert weight_dir(user) == "/data/w" and weight_dir({}) == "/mnt/weight"

@@ -228,3 +228,38 @@ def test_container_spec_of_an_engine_and_of_the_controller():
     control_spec = mr.container_spec(controller, result, SETTINGS)
     assert not any(v.startswith("/usr/local/Ascend") for v in control_spec["volumes"])
     assert control_spec["devices"] == [] and control_spec["volumes"][-1] == "/data:/data:ro"
+
+
+def test_config_parts_match_the_jinja_digest_of_the_shared_settings():
+    """The shared digest must stay what `to_json(sort_keys=true) | hash('sha256')` gave (no restart on upgrade)."""
+    import hashlib
+
+    from ansible.plugins.filter.core import to_json
+
+    plan = make_plan()
+    shared_spec = {"image": "local/pymotor:1", "command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"],
+                   "restart_policy": "unless-stopped", "log": ["/var/log/pymotor", "100m", "5"],
+                   "weight_dir": "/mnt/weight", "mounts": ["/etc/hccn.conf"], "extra_volumes": [],
+                   "env_functions": {"engine.sh": ["set_prefill_env", "set_decode_env"], "common.sh": ["set_common_env"]}}
+    parts = mr.config_parts(plan["containers"], "sha256:img", shared_spec)
+    jinja_shared = hashlib.sha256(to_json(shared_spec, sort_keys=True).encode("utf-8")).hexdigest()
+    assert set(parts) == {c["name"] for c in plan["containers"]}
+    for c in plan["containers"]:
+        assert parts[c["name"]] == {"image": "sha256:img", "shared": jinja_shared, "spec": mr.spec_digest(c)}
+
+
+@pytest.mark.parametrize("hosts_by_tier, steps", [
+    ({0: ["ctl"], 1: ["ctl", "ctl", "ctl"], 2: ["h1", "h2"]}, [[0, 1], [2]]),
+    ({0: ["ctl"], 1: ["ctl", "ctl2"], 2: ["h1"]}, [[0], [1], [2]]),
+    ({0: ["c2"], 1: ["ctl"], 2: ["h1"]}, [[0], [1], [2]]),
+    ({0: ["h1"], 1: ["h1"], 2: ["h1", "h1"]}, [[0, 1, 2]]),
+    ({1: ["ctl"], 2: ["h1"]}, [[1], [2]]),
+])
+def test_tier_steps_merge_consecutive_tiers_of_one_host(hosts_by_tier, steps):
+    plan = {"containers": [{"name": f"c{t}{i}", "tier": t, "host": h}
+                           for t, hosts in hosts_by_tier.items() for i, h in enumerate(hosts)]}
+    assert mr.tier_steps(plan) == steps
+
+
+def test_seed_plan_starts_the_control_plane_in_one_step():
+    assert mr.reconcile(make_plan(), parts_of(make_plan()), {})["tier_steps"] == [[0, 1], [2]]

@@ -1,0 +1,323 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
+# licence (this one builds on community.docker's GPL API client); the rest of the collection is Apache-2.0.
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Read everything a PyMotor deploy needs to know about a host, read-only, in one module run."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: motor_host_probe
+short_description: Read the Docker engine, the job's containers and the Ascend surface of a host in one run
+version_added: 1.0.0
+author: pymotor.ascend contributors (@pymotor-ascend)
+description:
+  - Read-only. Runs before planning (the containers' labels tell the plan where they run), so it reads the
+    whole host rather than what a plan would use - every NPU C(npu-smi) lists and its health, every listening TCP
+    port, the link state of every NPU (when asked), the given paths and model directories, the free disk space;
+    the precheck then judges the planned NPUs, ports and paths on the controller without another round trip.
+  - The Docker part goes through the Engine API client of community.docker; when the engine does not answer,
+    the module still succeeds with RV(can_talk_to_docker=false) and the reason in RV(msg), so that the precheck
+    reports it with the host's other problems.
+  - The containers are listed like M(community.docker.docker_host_info) lists them (C(Names), C(State),
+    C(Status), C(Labels), ...), filtered by the label C(io.pymotor.job).
+extends_documentation_fragment:
+  - community.docker.docker.api_documentation
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs in check mode too.
+  diff_mode:
+    support: none
+    description: No diff is returned.
+options:
+  job_id:
+    description: Value of the C(io.pymotor.job) label of the containers to list.
+    type: str
+    required: true
+  image:
+    description: Image whose id is returned in RV(images) (empty - no image lookup).
+    type: str
+    default: ''
+  paths:
+    description: Paths whose existence is returned in RV(paths).
+    type: list
+    elements: path
+    default: []
+  model_dirs:
+    description: Model directories checked for a C(config.json) (RV(models)).
+    type: list
+    elements: path
+    default: []
+  links:
+    description: Read the network link state of every NPU with C(hccn_tool -i <id> -link -g) (RV(links)).
+    type: bool
+    default: false
+  hccn_tool:
+    description: Path of C(hccn_tool).
+    type: path
+    default: /usr/local/Ascend/driver/tools/hccn_tool
+  disk_path:
+    description: Path whose file system's free space is returned in RV(free_mb) (its nearest existing parent).
+    type: path
+    default: /var/log
+notes:
+  - C(npu-smi) is looked up in E(PATH), /usr/local/sbin and /usr/local/bin.
+seealso:
+  - module: community.docker.docker_host_info
+"""
+
+EXAMPLES = r"""
+- name: Read the host before planning
+  pymotor.ascend.motor_host_probe:
+    job_id: mindie-motor
+    image: pymotor:latest
+    paths: [/usr/local/Ascend/driver, /mnt/weight]
+    model_dirs: [/mnt/weight/qwen3_8B]
+  register: host
+"""
+
+RETURN = r"""
+can_talk_to_docker:
+  description: Whether the Docker engine answered.
+  returned: always
+  type: bool
+msg:
+  description: Why the Docker engine could not be read (when RV(can_talk_to_docker) is false).
+  returned: when the Docker engine does not answer
+  type: str
+host_info:
+  description: C(ServerVersion) of the Docker engine.
+  returned: always
+  type: dict
+images:
+  description: C([{Id}]) of O(image) when it is present.
+  returned: always
+  type: list
+  elements: dict
+containers:
+  description: The containers of the job (running or not), as the Engine API lists them.
+  returned: always
+  type: list
+  elements: dict
+npu_devices:
+  description: Ids of the C(/dev/davinciN) device nodes.
+  returned: always
+  type: list
+  elements: int
+npu_health:
+  description: NPU (device) id to the health C(npu-smi info) reports.
+  returned: always
+  type: dict
+npu_error:
+  description: Why C(npu-smi) could not be read (empty when it could, or when there is no NPU device).
+  returned: always
+  type: str
+listening:
+  description: Every TCP port in LISTEN state (IPv4 and IPv6).
+  returned: always
+  type: list
+  elements: int
+links:
+  description: NPU id to its link state (C(UP), C(DOWN), or the tool's error), with O(links).
+  returned: always
+  type: dict
+paths:
+  description: Path to whether it exists.
+  returned: always
+  type: dict
+models:
+  description: Model directory to C(ok), C(missing) or C(no config.json).
+  returned: always
+  type: dict
+free_mb:
+  description: Free MiB on the file system of O(disk_path).
+  returned: always
+  type: int
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.community.docker.plugins.module_utils.common_api import AnsibleDockerClientBase
+from ansible_collections.community.docker.plugins.module_utils._api.errors import NotFound
+from ansible_collections.community.docker.plugins.module_utils.util import DOCKER_COMMON_ARGS
+
+LISTEN = "0A"
+
+
+class DockerUnavailable(Exception):
+    """The Docker engine could not be reached or read."""
+
+
+class ProbeDockerClient(AnsibleDockerClientBase):
+    """community.docker's API client, with connection problems raised instead of ending the module."""
+
+    def __init__(self, module):
+        self.module = module
+        self.fail_results = {}
+        self.debug = False
+        self.check_mode = module.check_mode
+        super(ProbeDockerClient, self).__init__()
+
+    def fail(self, msg, **kwargs):
+        raise DockerUnavailable(msg)
+
+    def deprecate(self, msg, version=None, date=None, collection_name=None):
+        self.module.deprecate(msg, version=version, date=date, collection_name=collection_name)
+
+    def _get_params(self):
+        return self.module.params
+
+
+def read_docker(module, job_id, image):
+    out = {"can_talk_to_docker": False, "host_info": {}, "images": [], "containers": []}
+    try:
+        client = ProbeDockerClient(module)
+        out["host_info"] = {"ServerVersion": client.get_json("/version").get("Version", "")}
+        out["can_talk_to_docker"] = True
+        if image:
+            try:
+                out["images"] = [{"Id": client.get_json("/images/{0}/json", image)["Id"]}]
+            except NotFound:
+                pass
+        out["containers"] = client.get_json("/containers/json", params={
+            "all": 1, "filters": json.dumps({"label": ["io.pymotor.job=%s" % job_id]})})
+    except DockerUnavailable as exc:
+        out["msg"] = to_native(exc)
+    except Exception as exc:  # an engine that answers badly is reported like one that does not answer
+        out["can_talk_to_docker"] = False
+        out["msg"] = "Docker API error: %s" % to_native(exc)
+    return out
+
+
+def listening_ports(tables=("/proc/net/tcp", "/proc/net/tcp6")):
+    ports = set()
+    for name in tables:
+        try:
+            with open(name) as handle:
+                lines = handle.read().splitlines()[1:]
+        except (IOError, OSError):
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == LISTEN:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return sorted(ports)
+
+
+def _run(argv):
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def parse_npu_smi(mapping_out, info_out):
+    """NPU (device) id -> health from `npu-smi info -m` (NPU/chip -> logic id) and `npu-smi info` (pure)."""
+    logic = {}
+    for line in mapping_out.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0].isdigit() and fields[1].isdigit() and fields[2].isdigit():
+            logic[(int(fields[0]), int(fields[1]))] = int(fields[2])
+    health = {}
+    first = re.compile(r"^\|\s*(\d+)\s+\S[^|]*\|\s*([A-Za-z]+)\s*\|")
+    second = re.compile(r"^\|\s*(\d+)(?:\s+\d+)?\s*\|\s*[0-9A-Fa-f]{4}:")
+    pending = None
+    for line in info_out.splitlines():
+        match = first.match(line)
+        if match and pending is None:
+            pending = (int(match.group(1)), match.group(2))
+            continue
+        match = second.match(line)
+        if match and pending is not None:
+            npu, state = pending
+            health[str(logic.get((npu, int(match.group(1))), npu))] = state
+        pending = None
+    return health
+
+
+def npu_health():
+    """(health per NPU id, error): nothing to read on a host without NPU devices or npu-smi."""
+    tool = shutil.which("npu-smi", path=os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/local/bin")
+    if not tool:
+        return {}, "npu-smi not found"
+    rc, mapping_out, err = _run([tool, "info", "-m"])
+    if rc != 0:
+        return {}, "npu-smi info -m failed: %s" % (mapping_out + err).strip()
+    rc, info_out, err = _run([tool, "info"])
+    if rc != 0:
+        return {}, "npu-smi info failed: %s" % (info_out + err).strip()
+    return parse_npu_smi(mapping_out, info_out), ""
+
+
+def link_states(npu_ids, hccn_tool):
+    links = {}
+    for npu in npu_ids:
+        if not os.path.exists(hccn_tool):
+            links[str(npu)] = "hccn_tool not found"
+            continue
+        rc, out, err = _run([hccn_tool, "-i", str(npu), "-link", "-g"])
+        match = re.search(r"link status:\s*(\w+)", out)
+        links[str(npu)] = match.group(1) if rc == 0 and match else (out + err).strip() or "rc %d" % rc
+    return links
+
+
+def model_states(model_dirs):
+    models = {}
+    for model in model_dirs:
+        if not os.path.isdir(model):
+            models[model] = "missing"
+        elif not os.path.isfile(os.path.join(model, "config.json")):
+            models[model] = "no config.json"
+        else:
+            models[model] = "ok"
+    return models
+
+
+def free_mb(path):
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    return shutil.disk_usage(path or "/").free // (1024 * 1024)
+
+
+def main():
+    argument_spec = dict(DOCKER_COMMON_ARGS)
+    argument_spec.update(
+        job_id=dict(type="str", required=True),
+        image=dict(type="str", default=""),
+        paths=dict(type="list", elements="path", default=[]),
+        model_dirs=dict(type="list", elements="path", default=[]),
+        links=dict(type="bool", default=False),
+        hccn_tool=dict(type="path", default="/usr/local/Ascend/driver/tools/hccn_tool"),
+        disk_path=dict(type="path", default="/var/log"),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    result = read_docker(module, params["job_id"], params["image"])
+    devices = sorted(int(p[len("/dev/davinci"):]) for p in glob.glob("/dev/davinci[0-9]*")
+                     if p[len("/dev/davinci"):].isdigit())
+    health, npu_error = npu_health() if devices else ({}, "")
+    result.update(
+        changed=False,
+        npu_devices=devices,
+        npu_health=health,
+        npu_error=npu_error,
+        listening=listening_ports(),
+        links=link_states(devices, params["hccn_tool"]) if params["links"] and devices else {},
+        paths=dict((path, os.path.exists(path)) for path in params["paths"]),
+        models=model_states(params["model_dirs"]),
+        free_mb=free_mb(params["disk_path"]),
+    )
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
