@@ -148,41 +148,17 @@ import subprocess
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.community.docker.plugins.module_utils.common_api import AnsibleDockerClientBase
 from ansible_collections.community.docker.plugins.module_utils._api.errors import NotFound
 from ansible_collections.community.docker.plugins.module_utils.util import DOCKER_COMMON_ARGS
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerUnavailable, MotorDockerClient
 
 LISTEN = "0A"
-
-
-class DockerUnavailable(Exception):
-    """The Docker engine could not be reached or read."""
-
-
-class ProbeDockerClient(AnsibleDockerClientBase):
-    """community.docker's API client, with connection problems raised instead of ending the module."""
-
-    def __init__(self, module):
-        self.module = module
-        self.fail_results = {}
-        self.debug = False
-        self.check_mode = module.check_mode
-        super(ProbeDockerClient, self).__init__()
-
-    def fail(self, msg, **kwargs):
-        raise DockerUnavailable(msg)
-
-    def deprecate(self, msg, version=None, date=None, collection_name=None):
-        self.module.deprecate(msg, version=version, date=date, collection_name=collection_name)
-
-    def _get_params(self):
-        return self.module.params
 
 
 def read_docker(module, job_id, image):
     out = {"can_talk_to_docker": False, "host_info": {}, "images": [], "containers": []}
     try:
-        client = ProbeDockerClient(module)
+        client = MotorDockerClient(module)
         out["host_info"] = {"ServerVersion": client.get_json("/version").get("Version", "")}
         out["can_talk_to_docker"] = True
         if image:

@@ -1,0 +1,334 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
+# licence (this one builds on community.docker's GPL API client); the rest of the collection is Apache-2.0.
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Render the config directories (CONFIGMAP_PATH) of the PyMotor containers of one host in one module run."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: motor_configmap
+short_description: Render the config directories of the PyMotor containers of one host
+version_added: 1.0.0
+author: pymotor.ascend contributors (@pymotor-ascend)
+description:
+  - Every config directory gets a copy of the image's startup scripts (O(startup_dir)) with the C(set_*_env)
+    functions prepended to the script that defines them (what PyMotor's deployer does), plus the given files
+    (C(user_config.json), C(env.json)). Files are written (atomically) only when their content, mode or owner
+    differ; files no longer wanted are removed. Returns a digest per directory.
+  - When O(startup_dir) has no C(boot.sh), the startup scripts are first copied out of O(image) (a created,
+    never started container; its archive through the Engine API of community.docker; removed again) into a
+    temporary sibling renamed into place - O(startup_dir) is a cache per image id.
+  - The file contents (O(containers[].files), user_config holds API keys and TLS secrets) are never logged, while
+    errors are shown in full.
+extends_documentation_fragment:
+  - community.docker.docker.api_documentation
+attributes:
+  check_mode:
+    support: full
+    description: Reports which directories would change; copies nothing out of the image.
+  diff_mode:
+    support: none
+    description: No diff is returned.
+options:
+  startup_dir:
+    description: Directory of the startup scripts (a cache per image id).
+    type: path
+    required: true
+  image:
+    description: Image (id) to copy the startup scripts out of when O(startup_dir) has no C(boot.sh); empty - never.
+    type: str
+    default: ''
+  in_image:
+    description: Directory of the startup scripts inside the image.
+    type: path
+    default: /tmp/motor/examples/deployer/startup
+  dir_mode:
+    description: Octal mode of the directories.
+    type: str
+    default: '0750'
+  file_mode:
+    description: Octal mode of the files.
+    type: str
+    default: '0640'
+  dirs:
+    description: Further directories to create (the log directories).
+    type: list
+    elements: path
+    default: []
+  containers:
+    description: One config directory per container.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Container name.
+        type: str
+        required: true
+      path:
+        description: The config directory (CONFIGMAP_PATH).
+        type: path
+        required: true
+      files:
+        description:
+          - Relative path to the text of a file of the directory (C(user_config.json), C(env.json)).
+          - Never logged - user_config holds API keys and TLS secrets.
+        type: dict
+        default: {}
+      functions:
+        description: Script basename to function name to the environment the function exports.
+        type: dict
+        default: {}
+notes:
+  - Owner and group of everything written are root (uid and gid 0).
+"""
+
+EXAMPLES = r"""
+- name: Render the config directories
+  pymotor.ascend.motor_configmap:
+    startup_dir: /var/cache/pymotor/startup/sha256-0123
+    image: sha256:0123
+    containers:
+      - name: job-p0-0
+        path: /etc/pymotor/job/job-p0-0
+        files: {user_config.json: "{}\n", env.json: "{}\n"}
+        functions: {engine.sh: {set_prefill_env: {ROLE: prefill}}}
+"""
+
+RETURN = r"""
+changed_dirs:
+  description: Names of the containers (and the extra directories) whose directory changed.
+  returned: always
+  type: list
+  elements: str
+digests:
+  description: Container name to a sha256 over the relative paths and file hashes of its directory.
+  returned: always
+  type: dict
+extracted:
+  description: Whether the startup scripts were copied out of the image in this run.
+  returned: always
+  type: bool
+"""
+
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.community.docker.plugins.module_utils.util import DOCKER_COMMON_ARGS
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerUnavailable, MotorDockerClient
+
+
+def shell_quote(value):
+    """A double-quoted shell word: export KEY="value"."""
+    out = str(value)
+    for char in ("\\", '"', "$", "`"):
+        out = out.replace(char, "\\" + char)
+    return '"' + out + '"'
+
+
+def render_functions(functions):
+    text = ""
+    for name in sorted(functions):
+        env = functions[name] or {}
+        body = "".join("    export %s=%s\n" % (key, shell_quote(env[key])) for key in sorted(env)) or "    :\n"
+        text += "%s() {\n%s}\n" % (name, body)
+    return text
+
+
+def wanted_files(startup_dir, container):
+    """{relative path: bytes} of one config directory."""
+    files = {}
+    for root, _dirs, names in os.walk(startup_dir):
+        for name in names:
+            full = os.path.join(root, name)
+            with open(full, "rb") as handle:
+                files[os.path.relpath(full, startup_dir)] = handle.read()
+    by_base = {}
+    for rel in files:
+        by_base.setdefault(os.path.basename(rel), []).append(rel)
+    for script, functions in sorted((container.get("functions") or {}).items()):
+        targets = by_base.get(script)
+        if not targets:
+            raise ValueError("%s: %s is not among the startup scripts of the image (%s)" % (container["name"], script, startup_dir))
+        rel = sorted(targets, key=len)[0]
+        files[rel] = render_functions(functions).encode() + files[rel]
+    for rel, content in (container.get("files") or {}).items():
+        files[rel] = content.encode() if isinstance(content, str) else content
+    return files
+
+
+def ensure_dir(path, mode, check):
+    changed = False
+    if not os.path.isdir(path):
+        changed = True
+        if not check:
+            os.makedirs(path, mode)
+    if not check or os.path.isdir(path):
+        st = os.stat(path)
+        if (st.st_mode & 0o7777) != mode or st.st_uid != 0 or st.st_gid != 0:
+            changed = True
+            if not check:
+                os.chmod(path, mode)
+                os.chown(path, 0, 0)
+    return changed
+
+
+def sync_container(container, startup_dir, dir_mode, file_mode, check):
+    path = container["path"]
+    files = wanted_files(startup_dir, container)
+    changed = ensure_dir(os.path.dirname(path), dir_mode, check)  # the job directory
+    changed = ensure_dir(path, dir_mode, check) or changed
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        content = files[rel]
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(content).hexdigest().encode() + b"\n")
+        target = os.path.join(path, rel)
+        if ensure_dir(os.path.dirname(target), dir_mode, check):
+            changed = True
+        current = None
+        if os.path.isfile(target):
+            with open(target, "rb") as handle:
+                current = handle.read()
+        if current != content:
+            changed = True
+            if not check:
+                tmp = target + ".pymotor-tmp"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, file_mode)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(content)
+                os.chmod(tmp, file_mode)
+                os.chown(tmp, 0, 0)
+                os.rename(tmp, target)
+        elif not check:
+            st = os.stat(target)
+            if (st.st_mode & 0o7777) != file_mode or st.st_uid != 0 or st.st_gid != 0:
+                changed = True
+                os.chmod(target, file_mode)
+                os.chown(target, 0, 0)
+    # remove what is no longer wanted (files of an older image, for example)
+    if os.path.isdir(path):
+        for root, dirs, names in os.walk(path, topdown=False):
+            for name in names:
+                rel = os.path.relpath(os.path.join(root, name), path)
+                if rel not in files:
+                    changed = True
+                    if not check:
+                        os.remove(os.path.join(root, name))
+            for name in dirs:
+                full = os.path.join(root, name)
+                if not any(rel.startswith(os.path.relpath(full, path) + os.sep) for rel in files):
+                    changed = True
+                    if not check:
+                        os.rmdir(full)
+    return changed, digest.hexdigest()
+
+
+def _safe_members(archive, top):
+    """Regular files and directories below ``top`` (the archived directory's name), with ``top/`` stripped."""
+    for member in archive.getmembers():
+        name = member.name[2:] if member.name.startswith("./") else member.name
+        if name == top or not name.startswith(top + "/"):
+            continue
+        rel = os.path.normpath(name[len(top) + 1:])
+        if rel.startswith("..") or os.path.isabs(rel) or not (member.isfile() or member.isdir()):
+            continue
+        member.name = rel
+        yield member
+
+
+def extract_startup(module, startup_dir, image, in_image):
+    """Copy the startup scripts out of the image into startup_dir (atomically: a temporary sibling renamed)."""
+    client = MotorDockerClient(module)
+    parent = os.path.dirname(startup_dir)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    tmp = tempfile.mkdtemp(prefix=os.path.basename(startup_dir) + ".tmp.", dir=parent)
+    container_id = None
+    try:
+        container_id = client.post_json_to_json("/containers/create", data={
+            "Image": image, "Entrypoint": ["/bin/true"], "Cmd": [], "Labels": {"io.pymotor.purpose": "startup-scripts"},
+            "HostConfig": {"NetworkMode": "none"}})["Id"]
+        source = in_image.rstrip("/")
+        data = b"".join(client.get_raw_stream("/containers/{0}/archive", container_id, params={"path": source}))
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            for member in _safe_members(archive, os.path.basename(source)):
+                member.mode &= ~0o022
+                member.uid = member.gid = 0
+                archive.extract(member, tmp, set_attrs=False)
+                os.chmod(os.path.join(tmp, member.name), member.mode & 0o7777)
+        if not os.path.isfile(os.path.join(tmp, "boot.sh")):
+            raise ValueError("%s has no boot.sh in %s" % (image, in_image))
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, startup_dir)
+        tmp = None
+    finally:
+        if container_id:
+            try:
+                client.delete_call("/containers/{0}", container_id, params={"force": "true"})
+            except Exception:  # the scripts are copied; a left-over created container is harmless and labelled
+                pass
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    argument_spec = dict(DOCKER_COMMON_ARGS)
+    argument_spec.update(
+        startup_dir=dict(type="path", required=True),
+        image=dict(type="str", default=""),
+        in_image=dict(type="path", default="/tmp/motor/examples/deployer/startup"),
+        dir_mode=dict(type="str", default="0750"),
+        file_mode=dict(type="str", default="0640"),
+        dirs=dict(type="list", elements="path", default=[]),
+        containers=dict(type="list", elements="dict", default=[], options=dict(
+            name=dict(type="str", required=True),
+            path=dict(type="path", required=True),
+            # the texts are masked wherever they appear; names, paths and environment values stay readable
+            files=dict(type="dict", default={}, no_log=True),
+            functions=dict(type="dict", default={}),
+        )),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    check = module.check_mode
+    startup_dir = params["startup_dir"]
+    extracted = False
+    try:
+        if params["image"] and not os.path.isfile(os.path.join(startup_dir, "boot.sh")) and not check:
+            extract_startup(module, startup_dir, params["image"], params["in_image"])
+            extracted = True
+        if not os.path.isdir(startup_dir) and check:  # nothing copied in check mode: every directory would change
+            module.exit_json(changed=True, changed_dirs=[c["name"] for c in params["containers"]], digests={},
+                             extracted=False)
+        if not os.path.isdir(startup_dir):
+            module.fail_json(msg="startup scripts not found at %s (the image was not given or has none)" % startup_dir)
+        dir_mode = int(params["dir_mode"], 8)
+        file_mode = int(params["file_mode"], 8)
+        digests, changed = {}, []
+        for extra in params["dirs"]:
+            if ensure_dir(extra, dir_mode, check):
+                changed.append(extra)
+        for container in params["containers"]:
+            container_changed, digest = sync_container(container, startup_dir, dir_mode, file_mode, check)
+            digests[container["name"]] = digest
+            if container_changed:
+                changed.append(container["name"])
+    except DockerUnavailable as exc:
+        module.fail_json(msg="cannot copy the startup scripts out of %s: %s" % (params["image"], to_native(exc)))
+    except (OSError, IOError, ValueError, KeyError, tarfile.TarError) as exc:
+        module.fail_json(msg="cannot render the config directories: %s" % to_native(exc))
+    module.exit_json(changed=bool(changed) or extracted, changed_dirs=changed, digests=digests, extracted=extracted)
+
+
+if __name__ == "__main__":
+    main()
