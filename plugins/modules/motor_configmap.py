@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
-# licence (this one builds on community.docker's GPL API client); the rest of the collection is Apache-2.0.
+# licence; the rest of the collection is Apache-2.0.
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Render the config directories (CONFIGMAP_PATH) of the PyMotor containers of one host in one module run."""
 
@@ -19,12 +19,11 @@ description:
     (C(user_config.json), C(env.json)). Files are written (atomically) only when their content, mode or owner
     differ; files no longer wanted are removed. Returns a digest per directory.
   - When O(startup_dir) has no C(boot.sh), the startup scripts are first copied out of O(image) (a created,
-    never started container; its archive through the Engine API of community.docker; removed again) into a
-    temporary sibling renamed into place - O(startup_dir) is a cache per image id.
+    never started container, C(docker cp) of the directory as a tar stream, removed again) into a temporary
+    sibling renamed into place - O(startup_dir) is a cache per image id. This once-per-image step uses the host's
+    docker CLI, which keeps the module light (no Docker API client to load on every run).
   - The file contents (O(containers[].files), user_config holds API keys and TLS secrets) are never logged, while
     errors are shown in full.
-extends_documentation_fragment:
-  - community.docker.docker.api_documentation
 attributes:
   check_mode:
     support: full
@@ -118,14 +117,12 @@ import hashlib
 import io
 import os
 import shutil
+import subprocess
 import tarfile
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-
-from ansible_collections.community.docker.plugins.module_utils.util import DOCKER_COMMON_ARGS
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerUnavailable, MotorDockerClient
 
 
 def shell_quote(value):
@@ -246,24 +243,28 @@ def _safe_members(archive, top):
         yield member
 
 
-def extract_startup(module, startup_dir, image, in_image):
+def _docker(argv):
+    proc = subprocess.run(["docker"] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    if proc.returncode != 0:
+        raise ValueError("docker %s: %s" % (argv[0], to_native(proc.stderr or proc.stdout).strip()))
+    return proc.stdout
+
+
+def extract_startup(startup_dir, image, in_image):
     """Copy the startup scripts out of the image into startup_dir (atomically: a temporary sibling renamed)."""
-    client = MotorDockerClient(module)
     parent = os.path.dirname(startup_dir)
     if not os.path.isdir(parent):
         os.makedirs(parent, 0o755)
     tmp = tempfile.mkdtemp(prefix=os.path.basename(startup_dir) + ".tmp.", dir=parent)
     container_id = None
     try:
-        container_id = client.post_json_to_json("/containers/create", data={
-            "Image": image, "Entrypoint": ["/bin/true"], "Cmd": [], "Labels": {"io.pymotor.purpose": "startup-scripts"},
-            "HostConfig": {"NetworkMode": "none"}})["Id"]
+        container_id = to_native(_docker(["create", "--network", "none", "--label", "io.pymotor.purpose=startup-scripts",
+                                          "--entrypoint", "/bin/true", image])).strip()
         source = in_image.rstrip("/")
-        data = b"".join(client.get_raw_stream("/containers/{0}/archive", container_id, params={"path": source}))
+        data = _docker(["cp", "%s:%s" % (container_id, source), "-"])  # a tar stream of the directory
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:
             for member in _safe_members(archive, os.path.basename(source)):
                 member.mode &= ~0o022
-                member.uid = member.gid = 0
                 archive.extract(member, tmp, set_attrs=False)
                 os.chmod(os.path.join(tmp, member.name), member.mode & 0o7777)
         if not os.path.isfile(os.path.join(tmp, "boot.sh")):
@@ -273,17 +274,13 @@ def extract_startup(module, startup_dir, image, in_image):
         tmp = None
     finally:
         if container_id:
-            try:
-                client.delete_call("/containers/{0}", container_id, params={"force": "true"})
-            except Exception:  # the scripts are copied; a left-over created container is harmless and labelled
-                pass
+            subprocess.run(["docker", "rm", "-f", container_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():
-    argument_spec = dict(DOCKER_COMMON_ARGS)
-    argument_spec.update(
+    argument_spec = dict(
         startup_dir=dict(type="path", required=True),
         image=dict(type="str", default=""),
         in_image=dict(type="path", default="/tmp/motor/examples/deployer/startup"),
@@ -305,7 +302,7 @@ def main():
     extracted = False
     try:
         if params["image"] and not os.path.isfile(os.path.join(startup_dir, "boot.sh")) and not check:
-            extract_startup(module, startup_dir, params["image"], params["in_image"])
+            extract_startup(startup_dir, params["image"], params["in_image"])
             extracted = True
         if not os.path.isdir(startup_dir) and check:  # nothing copied in check mode: every directory would change
             module.exit_json(changed=True, changed_dirs=[c["name"] for c in params["containers"]], digests={},
@@ -323,8 +320,6 @@ def main():
             digests[container["name"]] = digest
             if container_changed:
                 changed.append(container["name"])
-    except DockerUnavailable as exc:
-        module.fail_json(msg="cannot copy the startup scripts out of %s: %s" % (params["image"], to_native(exc)))
     except (OSError, IOError, ValueError, KeyError, tarfile.TarError) as exc:
         module.fail_json(msg="cannot render the config directories: %s" % to_native(exc))
     module.exit_json(changed=bool(changed) or extracted, changed_dirs=changed, digests=digests, extracted=extracted)
