@@ -14,8 +14,9 @@ short_description: Start or remove the containers of a PyMotor job on one host i
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
-  - Removes the containers listed in O(remove), then makes every container in O(containers) run, one after the
-    other, through the Docker Engine API (the API client of community.docker, no Docker SDK needed).
+  - Removes the containers listed in O(remove), then makes every container in O(containers) run, group after
+    group (O(containers[].group), the tier; the containers of one group at the same time), through the Docker
+    Engine API (the API client of community.docker, no Docker SDK needed).
   - One module run per host for a whole tier of a deploy, where M(community.docker.docker_container) is one run
     per container (a Python start, an inspection and the API calls each time).
   - Idempotence is decided by the label C(io.pymotor.config-hash) (computed by the
@@ -100,6 +101,11 @@ options:
         description: Logging driver options.
         type: dict
         default: {}
+      group:
+        description:
+          - Start group (the tier). Consecutive containers of the same group start at the same time (one thread
+            each); a group starts only after the previous one has started. Without it, one after the other.
+        type: int
 notes:
   - Runs on the Docker host (or reaches it through O(docker_host)).
 seealso:
@@ -150,6 +156,7 @@ states:
 
 import json
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.common.text.converters import to_native
 
@@ -159,6 +166,7 @@ from ansible_collections.community.docker.plugins.module_utils.common_api import
 )
 from ansible_collections.community.docker.plugins.module_utils._api.errors import DockerException, NotFound
 from ansible_collections.community.docker.plugins.module_utils._api.utils.utils import parse_bytes
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerUnavailable, MotorDockerClient
 
 HASH_LABEL = "io.pymotor.config-hash"
 
@@ -175,6 +183,7 @@ CONTAINER_OPTIONS = dict(
     restart_policy=dict(type="str", default="unless-stopped"),
     log_driver=dict(type="str", default="json-file"),
     log_options=dict(type="dict", default={}),
+    group=dict(type="int"),
 )
 
 
@@ -258,7 +267,35 @@ def _job_states(client, job_id):
     return dict(((c.get("Names") or ["/?"])[0].lstrip("/"), c.get("State", "")) for c in listed)
 
 
-def run(client, params, check_mode):
+def _apply(client, spec, check_mode):
+    """Make one container run as specified; returns its row."""
+    existing = _inspect(client, spec["name"])
+    action = decide(existing, spec)
+    container_id = (existing or {}).get("Id", "")
+    if not check_mode:
+        if action == "recreated":
+            _remove(client, spec["name"])
+        if action in ("created", "recreated"):
+            container_id = _create_and_start(client, spec)
+        elif action == "started":
+            client.post_call("/containers/{0}/start", container_id)
+    return {"name": spec["name"], "action": action, "id": container_id}
+
+
+def start_groups(specs):
+    """Consecutive specs with the same ``group`` (their tier) start together; the groups one after the other."""
+    groups = []
+    for spec in specs:
+        if groups and spec.get("group") is not None and groups[-1][-1].get("group") == spec.get("group"):
+            groups[-1].append(spec)
+        else:
+            groups.append([spec])
+    return groups
+
+
+def run(client, params, check_mode, new_client=None):
+    """Remove, then start group by group; ``new_client()`` gives a client per thread to start a group's containers
+    at the same time (without it, one after the other)."""
     result = {"changed": False, "containers": [], "removed": [], "states": {}}
     for name in params["remove"]:
         if check_mode:
@@ -266,18 +303,13 @@ def run(client, params, check_mode):
                 result["removed"].append(name)
         elif _remove(client, name):
             result["removed"].append(name)
-    for spec in params["containers"]:
-        existing = _inspect(client, spec["name"])
-        action = decide(existing, spec)
-        container_id = (existing or {}).get("Id", "")
-        if not check_mode:
-            if action == "recreated":
-                _remove(client, spec["name"])
-            if action in ("created", "recreated"):
-                container_id = _create_and_start(client, spec)
-            elif action == "started":
-                client.post_call("/containers/{0}/start", container_id)
-        result["containers"].append({"name": spec["name"], "action": action, "id": container_id})
+    for group in start_groups(params["containers"]):
+        if len(group) == 1 or check_mode or new_client is None:
+            rows = [_apply(client, spec, check_mode) for spec in group]
+        else:
+            with ThreadPoolExecutor(max_workers=len(group)) as pool:
+                rows = list(pool.map(lambda spec: _apply(new_client(), spec, check_mode), group))
+        result["containers"].extend(rows)
     result["changed"] = bool(result["removed"]) or any(c["action"] != "unchanged" for c in result["containers"])
     result["states"] = _job_states(client, params["job_id"])
     return result
@@ -291,7 +323,10 @@ def main():
     )
     client = AnsibleDockerClient(argument_spec=argument_spec, supports_check_mode=True)
     try:
-        client.module.exit_json(**run(client, client.module.params, client.module.check_mode))
+        client.module.exit_json(**run(client, client.module.params, client.module.check_mode,
+                                      new_client=lambda: MotorDockerClient(client.module)))
+    except DockerUnavailable as exc:  # raised by a thread's client: fail once, from here
+        client.fail(to_native(exc))
     except DockerException as exc:
         client.fail("An unexpected Docker error occurred: %s" % to_native(exc), exception=traceback.format_exc())
     except RequestException as exc:

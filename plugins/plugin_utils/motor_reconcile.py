@@ -136,6 +136,7 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
         "restart_policy": settings["restart_policy"],
         "log_driver": "json-file",
         "log_options": {"max-size": str(settings["log_max_size"]), "max-file": str(settings["log_max_file"])},
+        "group": container["tier"],  # containers of one tier start together on their host
         "labels": {
             "io.pymotor.job": settings["job_id"],
             "io.pymotor.role": container["role"],

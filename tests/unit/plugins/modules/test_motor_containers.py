@@ -152,3 +152,25 @@ def test_missing_image_names_the_container_and_the_fix():
     client = FakeClient(images=())
     with pytest.raises(AssertionError, match="cannot create job-p0-0: image local/pymotor:1 is not on this host.*build_image.yml"):
         mc.run(client, params([SPEC]), check_mode=False)
+
+
+def test_start_groups_are_consecutive_runs_of_one_tier():
+    specs = [dict(SPEC, name=n, group=g) for n, g in (("a", 0), ("b", 1), ("c", 1), ("d", 2), ("e", 1))]
+    assert [[s["name"] for s in group] for group in mc.start_groups(specs)] == [["a"], ["b", "c"], ["d"], ["e"]]
+    ungrouped = [dict(SPEC, name=n) for n in ("x", "y")]
+    assert [[s["name"] for s in group] for group in mc.start_groups(ungrouped)] == [["x"], ["y"]]
+
+
+def test_a_group_starts_on_clients_of_its_own_and_keeps_the_order():
+    shared = FakeClient()
+    made = []
+
+    def new_client():
+        made.append(1)
+        return shared
+    specs = [dict(SPEC, name="job-kv-pool", group=0)] + [dict(SPEC, name=f"job-c{i}", group=1) for i in range(3)]
+    result = mc.run(FakeClient(), params(specs), check_mode=False, new_client=new_client)
+    assert len(made) == 3  # one per container of the 3-container group; the single kv-pool on the main client
+    assert [c["name"] for c in result["containers"]] == ["job-kv-pool", "job-c0", "job-c1", "job-c2"]
+    assert all(c["action"] == "created" for c in result["containers"])
+    assert sorted(c[1] for c in shared.calls if c[0] == "create") == ["job-c0", "job-c1", "job-c2"]
