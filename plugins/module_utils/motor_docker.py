@@ -8,6 +8,8 @@ are raised as DockerUnavailable instead of ending the module, so the module can 
 
 from __future__ import annotations
 
+import json
+
 from ansible_collections.community.docker.plugins.module_utils.common_api import AnsibleDockerClientBase
 
 
@@ -33,3 +35,9 @@ class MotorDockerClient(AnsibleDockerClientBase):
 
     def _get_params(self):
         return self.module.params
+
+
+def job_containers(client, job_id):
+    """The containers (running or not) labelled io.pymotor.job=<job_id>, as GET /containers/json lists them."""
+    return client.get_json("/containers/json", params={
+        "all": 1, "filters": json.dumps({"label": ["io.pymotor.job=%s" % job_id]})})

@@ -154,7 +154,6 @@ states:
   type: dict
 """
 
-import json
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
@@ -166,7 +165,11 @@ from ansible_collections.community.docker.plugins.module_utils.common_api import
 )
 from ansible_collections.community.docker.plugins.module_utils._api.errors import DockerException, NotFound
 from ansible_collections.community.docker.plugins.module_utils._api.utils.utils import parse_bytes
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerUnavailable, MotorDockerClient
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
+    DockerUnavailable,
+    MotorDockerClient,
+    job_containers,
+)
 
 HASH_LABEL = "io.pymotor.config-hash"
 
@@ -262,9 +265,7 @@ def _create_and_start(client, spec):
 
 
 def _job_states(client, job_id):
-    listed = client.get_json("/containers/json", params={
-        "all": 1, "filters": json.dumps({"label": ["io.pymotor.job=%s" % job_id]})})
-    return dict(((c.get("Names") or ["/?"])[0].lstrip("/"), c.get("State", "")) for c in listed)
+    return dict(((c.get("Names") or ["/?"])[0].lstrip("/"), c.get("State", "")) for c in job_containers(client, job_id))
 
 
 def _apply(client, spec, check_mode):

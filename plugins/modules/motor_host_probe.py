@@ -139,7 +139,6 @@ free_mb:
 """
 
 import glob
-import json
 import os
 import re
 import shutil
@@ -150,7 +149,11 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.community.docker.plugins.module_utils._api.errors import NotFound
 from ansible_collections.community.docker.plugins.module_utils.util import DOCKER_COMMON_ARGS
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerUnavailable, MotorDockerClient
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
+    DockerUnavailable,
+    MotorDockerClient,
+    job_containers,
+)
 
 LISTEN = "0A"
 
@@ -166,8 +169,7 @@ def read_docker(module, job_id, image):
                 out["images"] = [{"Id": client.get_json("/images/{0}/json", image)["Id"]}]
             except NotFound:
                 pass
-        out["containers"] = client.get_json("/containers/json", params={
-            "all": 1, "filters": json.dumps({"label": ["io.pymotor.job=%s" % job_id]})})
+        out["containers"] = job_containers(client, job_id)
     except DockerUnavailable as exc:
         out["msg"] = to_native(exc)
     except Exception as exc:  # an engine that answers badly is reported like one that does not answer
