@@ -26,7 +26,9 @@ description:
     of drained containers and C(motor_reconcile_drained(drain, services)) the endpoints still registered;
     C(motor_reconcile_table(result)) renders the changes as text;
     C(motor_reconcile_container_spec(container, result, settings)) is the M(pymotor.ascend.motor_containers)
-    spec of a plan entry (volumes, labels with the config hash, no user_config).
+    spec of a plan entry (volumes, labels with the config hash, no user_config);
+    C(motor_reconcile_configmaps(containers, env_functions)) is what M(pymotor.ascend.motor_containers) renders
+    into the config directory of each plan entry (the injected C(set_*_env) functions and the JSON files).
 positional: _input, parts, existing
 options:
   _input:
@@ -73,6 +75,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_reconcile import (
     change_table,
     config_parts,
+    configmaps,
     container_spec,
     drain_requests,
     drained_endpoints,
@@ -125,6 +128,11 @@ def motor_reconcile_container_spec(container, result, settings):
     return container_spec(container, result, settings)
 
 
+def motor_reconcile_configmaps(containers, env_functions):
+    """The config directories of plan entries: injected functions and files (user_config.json, env.json)."""
+    return configmaps(containers, env_functions)
+
+
 def motor_reconcile_table(result):
     """Render the changes as text."""
     return change_table(result)
@@ -145,4 +153,5 @@ class FilterModule:
             "motor_reconcile_drained": motor_reconcile_drained,
             "motor_reconcile_table": motor_reconcile_table,
             "motor_reconcile_container_spec": motor_reconcile_container_spec,
+            "motor_reconcile_configmaps": motor_reconcile_configmaps,
         }

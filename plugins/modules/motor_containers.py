@@ -4,16 +4,18 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
 # licence (motor_containers builds on community.docker's GPL API client); the rest of the collection is Apache-2.0.
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Start (or remove) all the containers of a PyMotor job on one host in one module run."""
+"""Render the config directories of, remove and start the containers of a PyMotor job on one host in one module run."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_containers
-short_description: Start or remove the containers of a PyMotor job on one host in one run
+short_description: Render the config of, start or remove the containers of a PyMotor job on one host in one run
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - First renders the config directories (CONFIGMAP_PATH) given in O(configmap), without talking to the Docker
+    engine unless the startup scripts must be copied out of the image (once per image id).
   - Removes the containers listed in O(remove), then makes every container in O(containers) run, group after
     group (O(containers[].group), the tier; the containers of one group at the same time), through the Docker
     Engine API (the API client of community.docker, no Docker SDK needed).
@@ -34,6 +36,69 @@ attributes:
     support: none
     description: No diff is returned.
 options:
+  configmap:
+    description:
+      - Config directories to render before anything is removed or started. Every directory gets a copy of the
+        image's startup scripts (O(configmap.startup_dir)) with the C(set_*_env) functions prepended to the script
+        that defines them (what PyMotor's deployer does), plus the given files (C(user_config.json), C(env.json)).
+        Files are written (atomically) only when their content, mode or owner differ; files no longer wanted are
+        removed.
+      - When O(configmap.startup_dir) has no C(boot.sh), the startup scripts are first copied out of
+        O(configmap.image) (a created, never started container, C(docker cp) of the directory as a tar stream,
+        removed again) into a temporary sibling renamed into place - the directory is a cache per image id.
+      - The file contents (O(configmap.containers[].files), user_config holds API keys and TLS secrets) are never
+        logged, while errors are shown in full. Owner and group of everything written are root.
+    type: dict
+    suboptions:
+      startup_dir:
+        description: Directory of the startup scripts (a cache per image id).
+        type: path
+        required: true
+      image:
+        description: Image (id) to copy the startup scripts out of when O(configmap.startup_dir) has no C(boot.sh) (empty - never).
+        type: str
+        default: ''
+      in_image:
+        description: Directory of the startup scripts inside the image.
+        type: path
+        default: /tmp/motor/examples/deployer/startup
+      dir_mode:
+        description: Octal mode of the directories.
+        type: str
+        default: '0750'
+      file_mode:
+        description: Octal mode of the files.
+        type: str
+        default: '0640'
+      dirs:
+        description: Further directories to create (the log directories).
+        type: list
+        elements: path
+        default: []
+      containers:
+        description: One config directory per container.
+        type: list
+        elements: dict
+        default: []
+        suboptions:
+          name:
+            description: Container name.
+            type: str
+            required: true
+          path:
+            description: The config directory (CONFIGMAP_PATH).
+            type: path
+            required: true
+          files:
+            description:
+              - Relative path to the text of a file of the directory (C(user_config.json), C(env.json)).
+              - Never logged - user_config holds API keys and TLS secrets.
+            type: dict
+            default: {}
+          functions:
+            description: Script basename to function name to the environment the function exports.
+            type: dict
+            default: {}
   job_id:
     description:
       - Value of the C(io.pymotor.job) label; the result lists the state of every container of the job on the host.
@@ -113,9 +178,17 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Start the engines of this host
+- name: Render the config directory of an engine and start it
   pymotor.ascend.motor_containers:
     job_id: demo
+    configmap:
+      startup_dir: /var/cache/pymotor/startup/sha256-0123
+      image: sha256:0123
+      containers:
+        - name: demo-p0-0
+          path: /etc/pymotor/demo/demo-p0-0
+          files: {user_config.json: "{}\n", env.json: "{}\n"}
+          functions: {engine.sh: {set_prefill_env: {ROLE: prefill}}}
     containers:
       - name: demo-p0-0
         image: pymotor:latest
@@ -128,6 +201,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+configmap:
+  description: What the render of O(configmap) did.
+  returned: when O(configmap) is given
+  type: dict
+  contains:
+    changed_dirs:
+      description: Names of the containers (and the extra directories) whose directory changed.
+      type: list
+      elements: str
+    digests:
+      description: Container name to a sha256 over the relative paths and file hashes of its directory.
+      type: dict
+    extracted:
+      description: Whether the startup scripts were copied out of the image in this run.
+      type: bool
 containers:
   description: What was done with each container of O(containers), in order.
   returned: always
@@ -149,22 +237,29 @@ removed:
   type: list
   elements: str
 states:
-  description: State (C(running), C(exited), ...) of every container of the job on the host after the run.
+  description:
+    - State (C(running), C(exited), ...) of every container of the job on the host after the run; empty when the
+      run only rendered (O(containers) and O(remove) empty, the Docker engine is not asked).
   returned: always
   type: dict
 """
 
+import tarfile
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.community.docker.plugins.module_utils.common_api import (
-    AnsibleDockerClient,
-    RequestException,
-)
+from ansible_collections.community.docker.plugins.module_utils.common_api import RequestException
 from ansible_collections.community.docker.plugins.module_utils._api.errors import DockerException, NotFound
 from ansible_collections.community.docker.plugins.module_utils._api.utils.utils import parse_bytes
+from ansible_collections.community.docker.plugins.module_utils.util import (
+    DOCKER_COMMON_ARGS,
+    DOCKER_MUTUALLY_EXCLUSIVE,
+    DOCKER_REQUIRED_TOGETHER,
+)
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_configmap import RENDER_OPTIONS, render
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
     DockerUnavailable,
     MotorDockerClient,
@@ -317,22 +412,37 @@ def run(client, params, check_mode, new_client=None):
 
 
 def main():
-    argument_spec = dict(
+    argument_spec = dict(DOCKER_COMMON_ARGS)
+    argument_spec.update(
+        configmap=dict(type="dict", options=RENDER_OPTIONS),
         job_id=dict(type="str", required=True),
         remove=dict(type="list", elements="str", default=[]),
         containers=dict(type="list", elements="dict", default=[], options=CONTAINER_OPTIONS),
     )
-    client = AnsibleDockerClient(argument_spec=argument_spec, supports_check_mode=True)
-    try:
-        client.module.exit_json(**run(client, client.module.params, client.module.check_mode,
-                                      new_client=lambda: MotorDockerClient(client.module)))
-    except DockerUnavailable as exc:  # raised by a thread's client: fail once, from here
-        client.fail(to_native(exc))
-    except DockerException as exc:
-        client.fail("An unexpected Docker error occurred: %s" % to_native(exc), exception=traceback.format_exc())
-    except RequestException as exc:
-        client.fail("An unexpected requests error occurred when trying to talk to the Docker daemon: %s"
-                    % to_native(exc), exception=traceback.format_exc())
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           mutually_exclusive=DOCKER_MUTUALLY_EXCLUSIVE, required_together=DOCKER_REQUIRED_TOGETHER)
+    params = module.params
+    result = {"changed": False, "containers": [], "removed": [], "states": {}}
+    if params["configmap"]:
+        try:
+            result["configmap"] = render(params["configmap"], module.check_mode)
+        except (OSError, ValueError, KeyError, tarfile.TarError) as exc:
+            module.fail_json(msg="cannot render the config directories: %s" % to_native(exc))
+        result["changed"] = result["configmap"].pop("changed")
+    if params["containers"] or params["remove"]:  # a render alone never asks the Docker engine
+        try:
+            started = run(MotorDockerClient(module), params, module.check_mode,
+                          new_client=lambda: MotorDockerClient(module))
+        except DockerUnavailable as exc:  # includes the failures of the API client and of run() itself
+            module.fail_json(msg=to_native(exc))
+        except DockerException as exc:
+            module.fail_json(msg="An unexpected Docker error occurred: %s" % to_native(exc),
+                             exception=traceback.format_exc())
+        except RequestException as exc:
+            module.fail_json(msg="An unexpected requests error occurred when trying to talk to the Docker daemon: %s"
+                             % to_native(exc), exception=traceback.format_exc())
+        result.update(started, changed=result["changed"] or started["changed"])
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ deploy.py --update_instance_num refreshes the ConfigMap only).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 
@@ -80,15 +79,16 @@ ROLE_SECTIONS = frozenset(section for sections in READS.values() for section in 
 
 def spec_digest(container: dict) -> str:
     """sha256 of the plan entry of a container: user_config reduced to what its role reads, counts masked."""
-    entry = copy.deepcopy(container)
+    # shallow copies of the levels it changes only: a deep copy of the plan as Ansible hands it to a filter (lazy,
+    # tagged containers) cost about 0.6 s per container
+    entry = dict(container)
     user_config = entry.get("user_config")
     if isinstance(user_config, dict):
         reads = READS.get(entry.get("role"), ())
         entry["user_config"] = {k: v for k, v in user_config.items() if k not in ROLE_SECTIONS or k in reads}
         deploy = entry["user_config"].get("motor_deploy_config")
         if isinstance(deploy, dict):
-            for key in SCALE_KEYS:
-                deploy.pop(key, None)
+            entry["user_config"]["motor_deploy_config"] = {k: v for k, v in deploy.items() if k not in SCALE_KEYS}
     return _sha(_canonical(entry))
 
 
@@ -147,6 +147,28 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
             PLACEMENT_LABEL: placement_label(container),
         },
     }
+
+
+def configmaps(containers: list, env_functions: dict) -> list:
+    """The config directory (CONFIGMAP_PATH) of each plan entry, as M(pymotor.ascend.motor_containers) renders it:
+    ``functions`` (script -> the set_*_env functions PyMotor's deployer injects into it; the container's env in
+    set_common_env and in the function of its own role, the others empty) and ``files`` (user_config.json,
+    env.json as PyMotor writes them)."""
+    out = []
+    for c in containers or []:
+        env = c.get("env") or {}
+        own = ("set_common_env", "set_%s_env" % c["role"])
+        functions = {script: {name: env if name in own else {} for name in names}
+                     for script, names in (env_functions or {}).items()}
+        out.append({"name": c["name"], "path": c["configmap_path"], "functions": functions,
+                    "files": {"user_config.json": _nice_json(c.get("user_config") or {}),
+                              "env.json": _nice_json(env)}})
+    return out
+
+
+def _nice_json(value) -> str:
+    """The text of Ansible's ``to_nice_json(indent=2)`` plus a newline."""
+    return json.dumps(value, indent=2, sort_keys=True, separators=(",", ": ")) + "\n"
 
 
 def _name_of(docker_container: dict) -> str:

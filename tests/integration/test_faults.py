@@ -114,7 +114,7 @@ def test_precheck_reports_every_host_problem_and_starts_nothing(cluster):
             simctl.host_exec(host, "pkill -f '[t]ime.sleep.600' || true")
     assert failed.returncode != 0
     out = failed.stdout
-    assert "Fail with every precheck problem of the host" in out, out[-3000:]
+    assert "Fail with every precheck problem of every host" in out, out[-3000:]
     for line in (f"{engine}: NPU 2 health: npu-smi info reports Warning (fix: repair the NPU",
                  f"{engine}: port 3026: already in use by another process, but planned for {JOB}-p0-0",
                  f"{engine}: model: /mnt/weight/qwen3_8B missing (fix:",

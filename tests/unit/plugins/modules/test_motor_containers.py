@@ -3,6 +3,8 @@ recording fake of the Docker API client (the real engine is exercised by the int
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.community.docker.plugins.module_utils._api.errors import NotFound
@@ -174,3 +176,43 @@ def test_a_group_starts_on_clients_of_its_own_and_keeps_the_order():
     assert [c["name"] for c in result["containers"]] == ["job-kv-pool", "job-c0", "job-c1", "job-c2"]
     assert all(c["action"] == "created" for c in result["containers"])
     assert sorted(c[1] for c in shared.calls if c[0] == "create") == ["job-c0", "job-c1", "job-c2"]
+
+
+def run_main(args, monkeypatch, capsys):
+    """main() with these module arguments; the Docker API client must not be created."""
+    from ansible.module_utils.testing import patch_module_args
+
+    def no_client(module):
+        raise AssertionError("the Docker engine was asked")
+
+    monkeypatch.setattr(mc, "MotorDockerClient", no_client)
+    with patch_module_args(args), pytest.raises(SystemExit):
+        mc.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="the render chowns to root, as it does on the hosts")
+def test_a_render_alone_never_asks_docker_and_hides_the_file_texts(tmp_path, monkeypatch, capsys):
+    startup = tmp_path / "startup"
+    startup.mkdir()
+    (startup / "boot.sh").write_text("source engine.sh\n")
+    (startup / "engine.sh").write_text("start_engine\n")
+    target = tmp_path / "etc" / "job" / "job-p0-0"
+    configmap = {"startup_dir": str(startup), "dirs": [str(tmp_path / "log" / "job-p0-0")],
+                 "containers": [{"name": "job-p0-0", "path": str(target),
+                                 "files": {"user_config.json": '{"api_key": "s3cret"}\n'},
+                                 "functions": {"engine.sh": {"set_prefill_env": {"ROLE": "prefill"}}}}]}
+    first = run_main({"job_id": "job", "configmap": configmap}, monkeypatch, capsys)
+    assert first["changed"] and first["states"] == {} and first["containers"] == []
+    assert first["configmap"]["changed_dirs"] == [str(tmp_path / "log" / "job-p0-0"), "job-p0-0"]
+    assert (target / "engine.sh").read_text() == 'set_prefill_env() {\n    export ROLE="prefill"\n}\nstart_engine\n'
+    assert "s3cret" not in json.dumps(first)
+    again = run_main({"job_id": "job", "configmap": configmap}, monkeypatch, capsys)
+    assert not again["changed"] and again["configmap"]["changed_dirs"] == []
+    assert again["configmap"]["digests"] == first["configmap"]["digests"]
+
+
+def test_a_render_error_is_shown(tmp_path, monkeypatch, capsys):
+    result = run_main({"job_id": "job", "configmap": {"startup_dir": str(tmp_path / "none"), "containers": []}},
+                      monkeypatch, capsys)
+    assert result["failed"] and "cannot render the config directories: startup scripts not found at" in result["msg"]

@@ -263,3 +263,32 @@ def test_tier_steps_merge_consecutive_tiers_of_one_host(hosts_by_tier, steps):
 
 def test_seed_plan_starts_the_control_plane_in_one_step():
     assert mr.reconcile(make_plan(), parts_of(make_plan()), {})["tier_steps"] == [[0, 1], [2]]
+
+
+def test_spec_digest_leaves_its_input_alone_and_masks_like_a_deep_copy():
+    """spec_digest copies only the levels it changes (a deep copy of Ansible's lazy containers was slow); the
+    digest is the one of a deep copy with the counts removed, and the plan entry keeps its counts."""
+    plan = make_plan(p=2)
+    entry = plan["containers"][0]
+    before = json.dumps(entry, sort_keys=True)
+    masked = copy.deepcopy(entry)
+    for key in mr.SCALE_KEYS:
+        masked["user_config"]["motor_deploy_config"].pop(key, None)
+    reads = mr.READS[entry["role"]]
+    masked["user_config"] = {k: v for k, v in masked["user_config"].items() if k not in mr.ROLE_SECTIONS or k in reads}
+    assert mr.spec_digest(entry) == mr._sha(mr._canonical(masked))
+    assert json.dumps(entry, sort_keys=True) == before
+
+
+def test_configmaps_inject_the_own_role_functions_and_write_nice_json():
+    from ansible.plugins.filter.core import to_nice_json
+
+    plan = make_plan()
+    functions = {"common.sh": ["set_common_env"], "engine.sh": ["set_prefill_env", "set_decode_env"]}
+    engine = next(c for c in plan["containers"] if c["role"] == "decode")
+    (out,) = mr.configmaps([engine], functions)
+    assert out["name"] == engine["name"] and out["path"] == engine["configmap_path"]
+    assert out["functions"] == {"common.sh": {"set_common_env": engine["env"]},
+                                "engine.sh": {"set_prefill_env": {}, "set_decode_env": engine["env"]}}
+    assert out["files"] == {"user_config.json": to_nice_json(engine["user_config"], indent=2) + "\n",
+                            "env.json": to_nice_json(engine["env"], indent=2) + "\n"}

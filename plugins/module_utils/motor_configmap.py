@@ -1,117 +1,17 @@
-#!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
-# licence; the rest of the collection is Apache-2.0.
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Render the config directories (CONFIGMAP_PATH) of the PyMotor containers of one host in one module run."""
+"""Render the config directories (CONFIGMAP_PATH) of PyMotor containers on the host the module runs on.
+
+Every directory gets a copy of the image's startup scripts (cached per image id in ``startup_dir``; copied out of
+the image once with the host's docker CLI: a created, never started container, ``docker cp`` of the directory as a
+tar stream) with the ``set_*_env`` functions prepended to the script that defines them (what PyMotor's deployer
+does), plus the given files (user_config.json, env.json). Files are written atomically and only when their content,
+mode or owner differ; files no longer wanted are removed.
+"""
 
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-module: motor_configmap
-short_description: Render the config directories of the PyMotor containers of one host
-version_added: 1.0.0
-author: pymotor.ascend contributors (@pymotor-ascend)
-description:
-  - Every config directory gets a copy of the image's startup scripts (O(startup_dir)) with the C(set_*_env)
-    functions prepended to the script that defines them (what PyMotor's deployer does), plus the given files
-    (C(user_config.json), C(env.json)). Files are written (atomically) only when their content, mode or owner
-    differ; files no longer wanted are removed. Returns a digest per directory.
-  - When O(startup_dir) has no C(boot.sh), the startup scripts are first copied out of O(image) (a created,
-    never started container, C(docker cp) of the directory as a tar stream, removed again) into a temporary
-    sibling renamed into place - O(startup_dir) is a cache per image id. This once-per-image step uses the host's
-    docker CLI, which keeps the module light (no Docker API client to load on every run).
-  - The file contents (O(containers[].files), user_config holds API keys and TLS secrets) are never logged, while
-    errors are shown in full.
-attributes:
-  check_mode:
-    support: full
-    description: Reports which directories would change; copies nothing out of the image.
-  diff_mode:
-    support: none
-    description: No diff is returned.
-options:
-  startup_dir:
-    description: Directory of the startup scripts (a cache per image id).
-    type: path
-    required: true
-  image:
-    description: Image (id) to copy the startup scripts out of when O(startup_dir) has no C(boot.sh); empty - never.
-    type: str
-    default: ''
-  in_image:
-    description: Directory of the startup scripts inside the image.
-    type: path
-    default: /tmp/motor/examples/deployer/startup
-  dir_mode:
-    description: Octal mode of the directories.
-    type: str
-    default: '0750'
-  file_mode:
-    description: Octal mode of the files.
-    type: str
-    default: '0640'
-  dirs:
-    description: Further directories to create (the log directories).
-    type: list
-    elements: path
-    default: []
-  containers:
-    description: One config directory per container.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      name:
-        description: Container name.
-        type: str
-        required: true
-      path:
-        description: The config directory (CONFIGMAP_PATH).
-        type: path
-        required: true
-      files:
-        description:
-          - Relative path to the text of a file of the directory (C(user_config.json), C(env.json)).
-          - Never logged - user_config holds API keys and TLS secrets.
-        type: dict
-        default: {}
-      functions:
-        description: Script basename to function name to the environment the function exports.
-        type: dict
-        default: {}
-notes:
-  - Owner and group of everything written are root (uid and gid 0).
-"""
-
-EXAMPLES = r"""
-- name: Render the config directories
-  pymotor.ascend.motor_configmap:
-    startup_dir: /var/cache/pymotor/startup/sha256-0123
-    image: sha256:0123
-    containers:
-      - name: job-p0-0
-        path: /etc/pymotor/job/job-p0-0
-        files: {user_config.json: "{}\n", env.json: "{}\n"}
-        functions: {engine.sh: {set_prefill_env: {ROLE: prefill}}}
-"""
-
-RETURN = r"""
-changed_dirs:
-  description: Names of the containers (and the extra directories) whose directory changed.
-  returned: always
-  type: list
-  elements: str
-digests:
-  description: Container name to a sha256 over the relative paths and file hashes of its directory.
-  returned: always
-  type: dict
-extracted:
-  description: Whether the startup scripts were copied out of the image in this run.
-  returned: always
-  type: bool
-"""
 
 import hashlib
 import io
@@ -121,7 +21,6 @@ import subprocess
 import tarfile
 import tempfile
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 
@@ -279,51 +178,46 @@ def extract_startup(startup_dir, image, in_image):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main():
-    argument_spec = dict(
-        startup_dir=dict(type="path", required=True),
-        image=dict(type="str", default=""),
-        in_image=dict(type="path", default="/tmp/motor/examples/deployer/startup"),
-        dir_mode=dict(type="str", default="0750"),
-        file_mode=dict(type="str", default="0640"),
-        dirs=dict(type="list", elements="path", default=[]),
-        containers=dict(type="list", elements="dict", default=[], options=dict(
-            name=dict(type="str", required=True),
-            path=dict(type="path", required=True),
-            # the texts are masked wherever they appear; names, paths and environment values stay readable
-            files=dict(type="dict", default={}, no_log=True),
-            functions=dict(type="dict", default={}),
-        )),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    params = module.params
-    check = module.check_mode
+# The options of a render (the configmap option of pymotor.ascend.motor_containers).
+RENDER_OPTIONS = dict(
+    startup_dir=dict(type="path", required=True),
+    image=dict(type="str", default=""),
+    in_image=dict(type="path", default="/tmp/motor/examples/deployer/startup"),
+    dir_mode=dict(type="str", default="0750"),
+    file_mode=dict(type="str", default="0640"),
+    dirs=dict(type="list", elements="path", default=[]),
+    containers=dict(type="list", elements="dict", default=[], options=dict(
+        name=dict(type="str", required=True),
+        path=dict(type="path", required=True),
+        # the texts are masked wherever they appear; names, paths and environment values stay readable
+        files=dict(type="dict", default={}, no_log=True),
+        functions=dict(type="dict", default={}),
+    )),
+)
+
+
+def render(params, check):
+    """Render every directory of ``params`` (RENDER_OPTIONS); returns changed, changed_dirs, digests, extracted.
+    Raises ValueError, OSError or tarfile.TarError."""
     startup_dir = params["startup_dir"]
     extracted = False
-    try:
-        if params["image"] and not os.path.isfile(os.path.join(startup_dir, "boot.sh")) and not check:
-            extract_startup(startup_dir, params["image"], params["in_image"])
-            extracted = True
-        if not os.path.isdir(startup_dir) and check:  # nothing copied in check mode: every directory would change
-            module.exit_json(changed=True, changed_dirs=[c["name"] for c in params["containers"]], digests={},
-                             extracted=False)
-        if not os.path.isdir(startup_dir):
-            module.fail_json(msg="startup scripts not found at %s (the image was not given or has none)" % startup_dir)
-        dir_mode = int(params["dir_mode"], 8)
-        file_mode = int(params["file_mode"], 8)
-        digests, changed = {}, []
-        for extra in params["dirs"]:
-            if ensure_dir(extra, dir_mode, check):
-                changed.append(extra)
-        for container in params["containers"]:
-            container_changed, digest = sync_container(container, startup_dir, dir_mode, file_mode, check)
-            digests[container["name"]] = digest
-            if container_changed:
-                changed.append(container["name"])
-    except (OSError, IOError, ValueError, KeyError, tarfile.TarError) as exc:
-        module.fail_json(msg="cannot render the config directories: %s" % to_native(exc))
-    module.exit_json(changed=bool(changed) or extracted, changed_dirs=changed, digests=digests, extracted=extracted)
-
-
-if __name__ == "__main__":
-    main()
+    if params["image"] and not os.path.isfile(os.path.join(startup_dir, "boot.sh")) and not check:
+        extract_startup(startup_dir, params["image"], params["in_image"])
+        extracted = True
+    if not os.path.isdir(startup_dir) and check:  # nothing copied in check mode: every directory would change
+        return {"changed": True, "changed_dirs": [c["name"] for c in params["containers"]], "digests": {},
+                "extracted": False}
+    if not os.path.isdir(startup_dir):
+        raise ValueError("startup scripts not found at %s (the image was not given or has none)" % startup_dir)
+    dir_mode = int(params["dir_mode"], 8)
+    file_mode = int(params["file_mode"], 8)
+    digests, changed = {}, []
+    for extra in params["dirs"]:
+        if ensure_dir(extra, dir_mode, check):
+            changed.append(extra)
+    for container in params["containers"]:
+        container_changed, digest = sync_container(container, startup_dir, dir_mode, file_mode, check)
+        digests[container["name"]] = digest
+        if container_changed:
+            changed.append(container["name"])
+    return {"changed": bool(changed) or extracted, "changed_dirs": changed, "digests": digests, "extracted": extracted}

@@ -1,4 +1,4 @@
-"""Unit tests of plugins/modules/motor_configmap.py: the rendered directory (functions injected, files written once,
+"""Unit tests of plugins/module_utils/motor_configmap.py: the rendered directory (functions injected, files written once,
 stale files removed) and the tar members taken from the image archive."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from ansible_collections.pymotor.ascend.plugins.modules import motor_configmap as cm
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_configmap as cm
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the module chowns to root, as it does on the hosts")
 

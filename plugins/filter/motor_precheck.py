@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Filter shim of the host prechecks (logic in plugin_utils/motor_precheck.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: motor_precheck
+short_description: Judge the host prechecks of a PyMotor deploy on the controller
+version_added: 1.0.0
+author: pymotor.ascend contributors (@pymotor-ascend)
+description:
+  - For every host, compares the plan with what the read-only discovery before planning read there
+    (M(pymotor.ascend.motor_host_probe), registered as C(motor_service_docker)) - Docker engine and version, the
+    image, planned NPUs and their health, driver and hccn_tool, NPU links of multi-host instances, planned ports held
+    by other processes, weights, model directories, free disk, config directories under the config root - and
+    returns every problem at once, each naming the host, the check and the fix.
+  - Also returns per host the image id and the engine mounts present, and the config hash parts of every planned
+    container (input of P(pymotor.ascend.motor_reconcile#filter)).
+  - The settings are the role variables named in C(plugins/plugin_utils/motor_precheck.py) (SETTINGS); a host's
+    own value of one (inventory host or group variable) overrides the controller's, as it does for the discovery.
+  - The logic lives in C(plugins/plugin_utils/motor_precheck.py); the filter does no I/O.
+positional: _input, hosts, hostvars, defaults
+options:
+  _input:
+    description: The deployment plan (P(pymotor.ascend.motor_plan#filter) output).
+    type: dict
+    required: true
+  hosts:
+    description: The hosts to check (the inventory's PyMotor hosts); hosts of the plan are always checked.
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description: C(hostvars) - each host's C(motor_service_docker) and its own values of the settings.
+    type: dict
+    required: true
+  defaults:
+    description: Setting variable name to the controller's value.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Judge the prechecks of every host
+  ansible.builtin.set_fact:
+    checked: "{{ motor_plan_result | pymotor.ascend.motor_precheck(groups['all'], hostvars, settings) }}"
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(problems) (every problem of every host, each naming the host, the check, what is wrong and the fix),
+      C(parts) (container name to its hash parts) and C(hosts) (host to C(image_id), C(mounts_present),
+      C(problems)).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_precheck import (
+    SETTINGS,
+    PrecheckError,
+    precheck,
+)
+
+
+def motor_precheck(plan, hosts, hostvars, defaults):
+    """Judge the prechecks of every host; raise AnsibleFilterError when a setting is missing."""
+    if not isinstance(plan, dict) or "containers" not in plan:
+        raise AnsibleFilterError("motor_precheck: expects the output of pymotor.ascend.motor_plan")
+    names = list(hosts or []) + [c["host"] for c in plan["containers"] if c["host"] not in (hosts or [])]
+    probes, overrides = {}, {}
+    for host in names:
+        own = hostvars[host] if host in hostvars else {}
+        probes[host] = own.get("motor_service_docker") or {}
+        overrides[host] = {name: own[name] for name in SETTINGS.values() if name in own}
+    try:
+        return precheck(plan, names, probes, defaults or {}, overrides)
+    except PrecheckError as err:
+        raise AnsibleFilterError("motor_precheck: %s" % err) from err
+
+
+class FilterModule:
+    """The pymotor.ascend.motor_precheck filter."""
+
+    def filters(self):
+        """Return the filters of this plugin."""
+        return {"motor_precheck": motor_precheck}

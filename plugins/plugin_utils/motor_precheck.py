@@ -1,0 +1,221 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The host prechecks of a deploy, judged on the controller: pure functions, no I/O.
+
+Inputs are the plan, what the read-only discovery before planning read on every host
+(pymotor.ascend.motor_host_probe: Docker, the image, the job's containers, NPUs and their health, listening ports,
+NPU links, paths, model directories, free disk) and the role settings as each host sees them. Output per host: the
+problems (each "<host>: <check>: <what> (fix: <how>)", all of them at once), the image id, the engine mounts
+present and the config hash parts of its containers (motor_reconcile combines them on the controller).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import model_dirs, weight_dir
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_reconcile import config_parts
+
+# The role variables a host's view of the settings is made of (short name -> variable); inventory host and group
+# variables of that name override the controller's value for that host, like they do for the discovery.
+SETTINGS = {
+    "image": "motor_service_image",
+    "config_root": "motor_service_config_root",
+    "docker_min_version": "motor_service_docker_min_version",
+    "driver_dir": "motor_service_driver_dir",
+    "hccn_tool": "motor_service_hccn_tool",
+    "log_root": "motor_service_log_root",
+    "min_free_log_mb": "motor_service_min_free_log_mb",
+    "check_links": "motor_service_check_links",
+    "engine_mounts": "motor_service_engine_mounts",
+    "command": "motor_service_command",
+    "restart_policy": "motor_service_restart_policy",
+    "log_max_size": "motor_service_log_max_size",
+    "log_max_file": "motor_service_log_max_file",
+    "env_functions": "motor_service_env_functions",
+    "extra_volumes": "motor_service_extra_volumes",
+}
+
+
+class PrecheckError(ValueError):
+    """The precheck cannot be judged (a setting is missing)."""
+
+
+def host_settings(defaults: dict, overrides: dict) -> dict:
+    """One host's view: ``defaults`` (variable name -> the controller's value) with the host's own values on top."""
+    missing = [name for name in SETTINGS.values() if name not in defaults and name not in overrides]
+    if missing:
+        raise PrecheckError("settings missing: %s" % ", ".join(missing))
+    return {short: overrides[name] if name in overrides else defaults[name] for short, name in SETTINGS.items()}
+
+
+def _version(text: str) -> tuple:
+    return tuple(int(n) for n in re.findall(r"\d+", str(text).split("+", maxsplit=1)[0].split("-", maxsplit=1)[0])[:3])
+
+
+def _truthy(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y")
+    return bool(value)
+
+
+def _container_name(docker_container: dict) -> str:
+    return ((docker_container.get("Names") or ["/"])[0]).lstrip("/")
+
+
+def image_id(probe: dict) -> str:
+    """The id of the image on the host, as the discovery read it ('' when absent)."""
+    images = (probe or {}).get("images") or []
+    return (images[0] or {}).get("Id", "") if images else ""
+
+
+def mounts_present(probe: dict, engine_mounts: list) -> list:
+    """The engine mounts that exist on the host, in the order of ``engine_mounts``."""
+    paths = (probe or {}).get("paths") or {}
+    return [path for path in engine_mounts or [] if paths.get(path)]
+
+
+def _multi_pod_jobs(plan: dict) -> set:
+    return {i.get("job_name") for i in plan.get("instances") or [] if len(i.get("pods") or []) > 1}
+
+
+def host_problems(host: str, containers: list, probe: dict, settings: dict, plan: dict) -> list:
+    """Every precheck problem of one host (empty: the host may be configured and started)."""
+    probe = probe or {}
+    out = []
+
+    def problem(check, what, fix):
+        out.append("%s: %s: %s (fix: %s)" % (host, check, what, fix))
+
+    read = "npu_devices" in probe
+    if not read:
+        problem("host", "not read before planning", "run playbooks/deploy.yml, or playbooks/plan.yml with "
+                "-e motor_plan_discover=true, which read every host first")
+    elif not probe.get("can_talk_to_docker"):
+        problem("docker", "the Docker engine does not answer (%s)" % str(probe.get("msg") or "").strip(),
+                "start dockerd and make sure the connecting user can reach /var/run/docker.sock")
+    else:
+        version = str((probe.get("host_info") or {}).get("ServerVersion") or "0")
+        if _version(version) < _version(settings["docker_min_version"]):
+            problem("docker version", "%s is older than %s" % (version, settings["docker_min_version"]),
+                    "upgrade the Docker engine")
+        if containers:
+            if not settings["image"]:
+                problem("image", "no image named",
+                        "set motor_image, or motor_deploy_config.image_name in user_config.json")
+            elif not image_id(probe):
+                problem("image", "%s is not present on the host" % settings["image"],
+                        "run playbooks/build_image.yml -e motor_image=%s to build and ship it" % settings["image"])
+    for c in containers:
+        if not c["configmap_path"].startswith(settings["config_root"] + "/"):
+            where = (c["configmap_path"], c["name"], settings["config_root"])
+            problem("config dir", "%s of %s is not under motor_config_root %s" % where,
+                    "set motor_config_root to /etc/pymotor, where the plan puts the config directories")
+    if read:
+        health_of = probe.get("npu_health") or {}
+        npu_error = probe.get("npu_error")
+        for npu in _unique(n for c in containers for n in c.get("npu_ids") or []):
+            health = health_of.get(str(npu), "absent")
+            if npu not in probe.get("npu_devices") or (health == "absent" and not npu_error):
+                problem("NPU %s" % npu, "/dev/davinci%s is not listed by npu-smi info" % npu,
+                        "check the driver with npu-smi info, or set motor_npu_ids for this host and re-plan")
+            elif npu_error:
+                problem("NPU %s health" % npu, npu_error, "install the Ascend driver (npu-smi) on this host")
+            elif health != "OK":
+                problem("NPU %s health" % npu, "npu-smi info reports %s" % health,
+                        "repair the NPU, or leave it out with motor_npu_ids and re-plan")
+    paths = probe.get("paths") or {}
+    if any(c.get("mounts_profile") == "engine" for c in containers):
+        if not paths.get(settings["driver_dir"]):
+            problem("driver", "%s is missing" % settings["driver_dir"], "install the Ascend NPU driver")
+        if not paths.get(settings["hccn_tool"]):
+            problem("hccn_tool", "%s is missing" % settings["hccn_tool"],
+                    "install the Ascend driver tools or set motor_service_hccn_tool")
+    if read and _truthy(settings["check_links"]):
+        multi = _multi_pod_jobs(plan)
+        links = probe.get("links") or {}
+        for npu in _unique(n for c in containers if c.get("job_name") in multi for n in c.get("npu_ids") or []):
+            link = links.get(str(npu), "not read")
+            if link != "UP":
+                problem("NPU link %s" % npu, "hccn_tool -i %s -link -g says %s" % (npu, link),
+                        "check the NPU network cabling and /etc/hccn.conf; a multi-host instance needs every link up")
+    planned = [p for c in containers for p in c.get("ports") or []]
+    # ports held by our own running containers: each records the ports it binds in its io.pymotor.ports label
+    # (a container of the job without that label, from an older deploy: the ports planned for its name)
+    allowed = set()
+    for own in probe.get("containers") or []:
+        if not str(own.get("Status") or "").startswith("Up"):
+            continue
+        label = (own.get("Labels") or {}).get("io.pymotor.ports") or ""
+        allowed.update(int(p) for p in label.split(",") if p)
+        allowed.update(p for c in containers if c["name"] == _container_name(own) for p in c.get("ports") or [])
+    for port in probe.get("listening") or []:
+        if port in planned and port not in allowed:
+            holder = next(c["name"] for c in containers if port in (c.get("ports") or []))
+            problem("port %s" % port, "already in use by another process, but planned for %s" % holder,
+                    "stop that process, or add %s to motor_reserved_ports of this host and re-plan" % port)
+    weights = weight_dir(plan_user_config(plan))
+    if any(c.get("needs_weights") for c in containers) and not paths.get(weights, True):
+        problem("weights", "%s (motor_deploy_config.weight_mount_path) is missing" % weights,
+                "mount or copy the model weights there")
+    if "models" in probe:
+        for model in model_dirs(containers):
+            state = (probe.get("models") or {}).get(model, "not read")
+            if state != "ok":
+                problem("model", "%s %s" % (model, state), "put the model (config.json, tokenizer, weights) there; "
+                        "the coordinator host needs it too with KV-cache affinity")
+    free_mb = probe.get("free_mb")
+    if containers and free_mb is not None and free_mb < int(settings["min_free_log_mb"]):
+        need = (free_mb, settings["log_root"], settings["min_free_log_mb"])
+        problem("disk", "%s MiB free for logs under %s, need %s" % need,
+                "free disk space or set motor_service_log_root")
+    return out
+
+
+def plan_user_config(plan: dict) -> dict:
+    """The user_config of the plan (every entry carries the same one, instance counts aside)."""
+    containers = plan.get("containers") or []
+    return (containers[0].get("user_config") or {}) if containers else {}
+
+
+def shared_spec(settings: dict, mounts: list, plan: dict) -> dict:
+    """The role settings every container of a host shares (one part of each container's config hash)."""
+    return {
+        "image": settings["image"],
+        "command": settings["command"],
+        "restart_policy": settings["restart_policy"],
+        "log": [settings["log_root"], settings["log_max_size"], settings["log_max_file"]],
+        "weight_dir": weight_dir(plan_user_config(plan)),
+        "mounts": mounts,
+        "env_functions": settings["env_functions"],
+        "extra_volumes": settings["extra_volumes"],
+    }
+
+
+def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
+    """Judge every host: ``hosts`` (inventory order), ``probes`` (host -> discovery result), ``defaults`` (setting
+    variable -> the controller's value), ``overrides`` (host -> its own values of those variables).
+
+    Returns ``problems`` (all hosts), ``parts`` (container name -> hash parts, for motor_reconcile) and ``hosts``
+    (host -> ``image_id``, ``mounts_present``, ``problems``)."""
+    result = {"problems": [], "parts": {}, "hosts": {}}
+    containers = plan.get("containers") or []
+    for host in _unique(list(hosts or []) + [c["host"] for c in containers]):
+        own = [c for c in containers if c["host"] == host]
+        probe = (probes or {}).get(host) or {}
+        settings = host_settings(defaults or {}, (overrides or {}).get(host) or {})
+        mounts = mounts_present(probe, settings["engine_mounts"])
+        problems = host_problems(host, own, probe, settings, plan)
+        result["hosts"][host] = {"image_id": image_id(probe), "mounts_present": mounts, "problems": problems}
+        result["problems"] += problems
+        result["parts"].update(config_parts(own, image_id(probe), shared_spec(settings, mounts, plan)))
+    return result
+
+
+def _unique(items) -> list:
+    out = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out

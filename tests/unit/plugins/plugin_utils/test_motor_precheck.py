@@ -1,0 +1,204 @@
+"""Unit tests of plugins/plugin_utils/motor_precheck.py (and its filter shim) on a real plan of the seed
+PD-separation config: every check names the host, the check and the fix; settings follow each host's own values."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.pymotor.ascend.plugins.filter.motor_precheck import motor_precheck
+from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config, motor_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_precheck as mp
+from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_reconcile as mr
+
+SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
+HOSTS = {
+    "h1": {"motor_host_ip": "10.0.0.1", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
+    "ctl": {"motor_host_ip": "10.0.0.9", "group_names": ["motor_control_hosts"]},
+}
+DEFAULTS = {
+    "motor_service_image": "local/pymotor:1",
+    "motor_service_config_root": "/etc/pymotor",
+    "motor_service_docker_min_version": "20.10.0",
+    "motor_service_driver_dir": "/usr/local/Ascend/driver",
+    "motor_service_hccn_tool": "/usr/local/Ascend/driver/tools/hccn_tool",
+    "motor_service_log_root": "/var/log/pymotor",
+    "motor_service_min_free_log_mb": 1024,
+    "motor_service_check_links": True,
+    "motor_service_engine_mounts": ["/usr/local/Ascend/driver", "/usr/local/sbin/npu-smi", "/etc/hccn.conf"],
+    "motor_service_command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"],
+    "motor_service_restart_policy": "unless-stopped",
+    "motor_service_log_max_size": "100m",
+    "motor_service_log_max_file": "5",
+    "motor_service_env_functions": {"common.sh": ["set_common_env"], "engine.sh": ["set_prefill_env"]},
+    "motor_service_extra_volumes": [],
+}
+
+
+@pytest.fixture(scope="module")
+def plan():
+    user = json.loads((SEED / "user_config.json").read_text())
+    return motor_plan.build_plan(motor_config.normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
+
+
+def healthy_probe(plan, host):
+    """What motor_host_probe reads on a host that is ready for its planned containers."""
+    own = [c for c in plan["containers"] if c["host"] == host]
+    npus = sorted({n for c in own for n in c["npu_ids"]}) or [0]
+    return {
+        "can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0.7"}, "images": [{"Id": "sha256:img"}],
+        "containers": [], "npu_devices": npus, "npu_health": {str(n): "OK" for n in npus}, "npu_error": "",
+        "listening": [22], "links": {}, "free_mb": 50000,
+        "paths": {p: True for p in DEFAULTS["motor_service_engine_mounts"]
+                  + [DEFAULTS["motor_service_hccn_tool"], "/mnt/weight"]},
+        "models": {m: "ok" for m in motor_plan.model_dirs(own)},
+    }
+
+
+def judge(plan, probes, overrides=None, hosts=("h1", "ctl")):
+    return mp.precheck(plan, list(hosts), probes, DEFAULTS, overrides or {})
+
+
+def probes_of(plan, **changes):
+    out = {h: healthy_probe(plan, h) for h in ("h1", "ctl")}
+    for host, change in changes.items():
+        change(out[host])
+    return out
+
+
+def test_healthy_hosts_have_no_problems_and_get_their_parts(plan):
+    result = judge(plan, probes_of(plan))
+    assert result["problems"] == []
+    assert set(result["parts"]) == {c["name"] for c in plan["containers"]}
+    assert result["hosts"]["h1"] == {"image_id": "sha256:img", "problems": [],
+                                     "mounts_present": ["/usr/local/Ascend/driver", "/usr/local/sbin/npu-smi",
+                                                        "/etc/hccn.conf"]}
+
+
+def test_parts_are_the_digests_the_role_settings_gave_before(plan):
+    """The shared part is sha256 of the sorted JSON of the same shared spec the role's Jinja built (no restart on
+    upgrade); the spec part is motor_reconcile's spec digest."""
+    result = judge(plan, probes_of(plan))
+    engine = next(c for c in plan["containers"] if c["host"] == "h1")
+    shared = {"image": "local/pymotor:1", "command": DEFAULTS["motor_service_command"],
+              "restart_policy": "unless-stopped", "log": ["/var/log/pymotor", "100m", "5"], "weight_dir": "/mnt/weight",
+              "mounts": result["hosts"]["h1"]["mounts_present"], "env_functions": DEFAULTS["motor_service_env_functions"],
+              "extra_volumes": []}
+    assert result["parts"][engine["name"]] == {
+        "image": "sha256:img", "spec": mr.spec_digest(engine),
+        "shared": hashlib.sha256(json.dumps(shared, sort_keys=True).encode()).hexdigest()}
+
+
+def test_every_problem_of_every_host_at_once(plan):
+    engine = [c for c in plan["containers"] if c["host"] == "h1"]
+    engine_port = engine[0]["ports"][0]
+    controller = next(c for c in plan["containers"] if c["role"] == "controller")
+
+    def sick_engine(p):
+        p["npu_health"][str(engine[0]["npu_ids"][0])] = "Warning"
+        p["npu_devices"].remove(engine[-1]["npu_ids"][-1])
+        p["listening"].append(engine_port)
+        p["paths"]["/usr/local/Ascend/driver/tools/hccn_tool"] = False
+        p["paths"]["/mnt/weight"] = False
+        p["models"] = {m: "missing" for m in p["models"]}
+        p["free_mb"] = 10
+
+    def sick_control(p):
+        p["listening"].append(controller["ports"][0])
+        p["images"] = []
+        p["host_info"]["ServerVersion"] = "19.03.1"
+
+    problems = judge(plan, probes_of(plan, h1=sick_engine, ctl=sick_control))["problems"]
+    expected = [
+        f"h1: NPU {engine[0]['npu_ids'][0]} health: npu-smi info reports Warning (fix: repair the NPU",
+        f"h1: NPU {engine[-1]['npu_ids'][-1]}: /dev/davinci{engine[-1]['npu_ids'][-1]} is not listed by npu-smi info",
+        "h1: hccn_tool: /usr/local/Ascend/driver/tools/hccn_tool is missing (fix:",
+        f"h1: port {engine_port}: already in use by another process, but planned for {engine[0]['name']} (fix:",
+        "h1: weights: /mnt/weight (motor_deploy_config.weight_mount_path) is missing (fix:",
+        "h1: model: ",
+        "h1: disk: 10 MiB free for logs under /var/log/pymotor, need 1024 (fix:",
+        "ctl: docker version: 19.03.1 is older than 20.10.0 (fix: upgrade the Docker engine)",
+        "ctl: image: local/pymotor:1 is not present on the host (fix: run playbooks/build_image.yml",
+        f"ctl: port {controller['ports'][0]}: already in use by another process, but planned for {controller['name']}",
+    ]
+    for line in expected:
+        assert any(p.startswith(line) for p in problems), f"{line!r} not in {problems}"
+    assert all("(fix: " in p for p in problems)
+
+
+def test_unread_host_and_unanswering_engine(plan):
+    problems = judge(plan, {"ctl": {"can_talk_to_docker": False, "npu_devices": [], "msg": " connection refused "}})
+    assert problems["problems"][0].startswith("h1: host: not read before planning (fix: run playbooks/deploy.yml")
+    assert any(p.startswith("ctl: docker: the Docker engine does not answer (connection refused) (fix: start dockerd")
+               for p in problems["problems"]), problems["problems"]
+
+
+def test_ports_of_our_own_running_containers_are_not_problems(plan):
+    controller = next(c for c in plan["containers"] if c["role"] == "controller")
+
+    def running_old(p):
+        p["listening"] += controller["ports"]
+        p["containers"] = [{"Names": ["/old"], "Status": "Up 3 minutes",
+                            "Labels": {"io.pymotor.ports": ",".join(map(str, controller["ports"]))}}]
+
+    assert judge(plan, probes_of(plan, ctl=running_old))["problems"] == []
+
+    def exited_old(p):
+        running_old(p)
+        p["containers"][0]["Status"] = "Exited (1) 2 minutes ago"
+
+    assert judge(plan, probes_of(plan, ctl=exited_old))["problems"]
+
+
+def test_a_hosts_own_settings_win_for_that_host(plan):
+    def elsewhere(p):
+        p["paths"] = {"/opt/Ascend/driver": True, "/opt/Ascend/driver/tools/hccn_tool": True, "/mnt/weight": True}
+
+    probes = probes_of(plan, h1=elsewhere)
+    assert any("h1: driver: /usr/local/Ascend/driver is missing" in p for p in judge(plan, probes)["problems"])
+    overrides = {"h1": {"motor_service_driver_dir": "/opt/Ascend/driver",
+                        "motor_service_hccn_tool": "/opt/Ascend/driver/tools/hccn_tool",
+                        "motor_service_engine_mounts": ["/opt/Ascend/driver"]}}
+    result = judge(plan, probes, overrides)
+    assert result["problems"] == []
+    assert result["hosts"]["h1"]["mounts_present"] == ["/opt/Ascend/driver"]
+
+
+def test_links_of_multi_host_instances_only():
+    container = {"name": "job-p0-0", "host": "h1", "role": "prefill", "job_name": "job-p0", "npu_ids": [0, 1],
+                 "ports": [], "configmap_path": "/etc/pymotor/job/job-p0-0", "mounts_profile": "engine"}
+    probe = {"can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0"}, "images": [{"Id": "x"}],
+             "npu_devices": [0, 1], "npu_health": {"0": "OK", "1": "OK"}, "npu_error": "", "links": {"0": "UP"},
+             "paths": {"/usr/local/Ascend/driver": True, "/usr/local/Ascend/driver/tools/hccn_tool": True}}
+    settings = mp.host_settings(DEFAULTS, {})
+    single = {"instances": [{"job_name": "job-p0", "pods": [0]}], "containers": [container]}
+    multi = {"instances": [{"job_name": "job-p0", "pods": [0, 1]}], "containers": [container]}
+    assert mp.host_problems("h1", [container], probe, settings, single) == []
+    assert mp.host_problems("h1", [container], probe, settings, multi) == [
+        "h1: NPU link 1: hccn_tool -i 1 -link -g says not read (fix: check the NPU network cabling and "
+        "/etc/hccn.conf; a multi-host instance needs every link up)"]
+    assert mp.host_problems("h1", [container], probe, mp.host_settings(DEFAULTS, {"motor_service_check_links": "false"}),
+                            multi) == []
+
+
+def test_a_missing_setting_is_named():
+    with pytest.raises(mp.PrecheckError, match="motor_service_hccn_tool"):
+        mp.host_settings({k: v for k, v in DEFAULTS.items() if k != "motor_service_hccn_tool"}, {})
+
+
+def test_filter_reads_probes_and_own_settings_from_hostvars(plan):
+    hostvars = {"h1": {"motor_service_docker": healthy_probe(plan, "h1"), "motor_service_log_root": "/data/logs",
+                       "unrelated": 1},
+                "ctl": {"motor_service_docker": healthy_probe(plan, "ctl")}}
+    result = motor_precheck(plan, ["h1", "ctl"], hostvars, DEFAULTS)
+    assert result["problems"] == []
+    by_host = judge(plan, {h: v["motor_service_docker"] for h, v in hostvars.items()},
+                    {"h1": {"motor_service_log_root": "/data/logs"}})
+    assert result == by_host
+    assert result["parts"] != judge(plan, {h: v["motor_service_docker"] for h, v in hostvars.items()})["parts"]
+    with pytest.raises(AnsibleFilterError, match="expects the output of pymotor.ascend.motor_plan"):
+        motor_precheck({}, [], hostvars, DEFAULTS)
