@@ -18,8 +18,6 @@ description:
   - The logic lives in C(plugins/plugin_utils/motor_reconcile.py); the filter does no I/O.
   - Companion filters in the same file, all pure functions
     C(motor_reconcile_spec_digest(container)) digests a plan entry with the instance counts masked;
-    C(motor_reconcile_parts(containers, image_id, shared_spec)) gives the hash parts of the containers of one
-    host (the C(parts) input);
     C(motor_reconcile_placement(container)) is the placement label the next plan reads back;
     C(motor_reconcile_previous(existing)) turns the containers per host into the C(previous) input of
     C(motor_plan); C(motor_reconcile_drain_requests(drain, services)) lists the conductor C(/unregister) bodies
@@ -74,7 +72,6 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_reconcile import (
     change_table,
-    config_parts,
     configmaps,
     container_spec,
     drain_requests,
@@ -91,11 +88,6 @@ def motor_reconcile(plan, parts, existing):
     if not isinstance(plan, dict) or "containers" not in plan:
         raise AnsibleFilterError("motor_reconcile: expects the output of pymotor.ascend.motor_plan")
     return reconcile(plan, parts or {}, existing or {})
-
-
-def motor_reconcile_parts(containers, image_id, shared_spec):
-    """The config hash parts of the containers of one host."""
-    return config_parts(containers or [], image_id or "", shared_spec or {})
 
 
 def motor_reconcile_spec_digest(container):
@@ -146,7 +138,6 @@ class FilterModule:
         return {
             "motor_reconcile": motor_reconcile,
             "motor_reconcile_spec_digest": motor_reconcile_spec_digest,
-            "motor_reconcile_parts": motor_reconcile_parts,
             "motor_reconcile_placement": motor_reconcile_placement,
             "motor_reconcile_previous": motor_reconcile_previous,
             "motor_reconcile_drain_requests": motor_reconcile_drain_requests,

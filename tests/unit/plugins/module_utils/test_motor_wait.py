@@ -1,4 +1,4 @@
-"""Unit tests of plugins/modules/motor_wait.py and plugins/module_utils/motor_health.py, with a fake HTTP getter and
+"""Unit tests of plugins/module_utils/motor_wait.py and plugins/module_utils/motor_health.py, with a fake HTTP getter and
 clock (the real endpoints are exercised by the integration tests and molecule)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_health as mh
-from ansible_collections.pymotor.ascend.plugins.modules import motor_wait as mw
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_wait as mw
 
 
 @pytest.mark.parametrize("until, status, body, expected, met", [
@@ -84,3 +84,34 @@ def test_no_answer_is_reported_as_such():
 def test_get_reads_http_errors_and_refusals():
     status, body, text = mw._get("http://127.0.0.1:9/none", 1)
     assert status == -1 and body is None and text
+
+
+def test_run_checks_stops_at_the_first_check_that_does_not_hold():
+    held = {"http://c/readiness": (True, 3, 1.234, ""), "http://k/services": (False, 9, 4.0, "HTTP 200 {}")}
+    params = {"interval": 0.5, "request_timeout": 5, "checks": [
+        {"name": "coordinator", "url": "http://c/readiness", "until": "ready", "timeout": 10, "waiting_for": ["coordinator"]},
+        {"name": "conductor", "url": "http://k/services", "until": "endpoints", "timeout": 4, "waiting_for": ["kv_conductor"]},
+        {"name": "never polled", "url": "http://x", "until": "answers", "timeout": 1, "waiting_for": []}]}
+    polled = []
+
+    def wait(check, interval, request_timeout):
+        polled.append(check["name"])
+        return held[check["url"]]
+
+    result = mw.run_checks(params, wait=wait)
+    assert polled == ["coordinator", "conductor"]
+    assert result["failed"] and result["check"] == "conductor" and result["waiting_for"] == ["kv_conductor"]
+    assert result["msg"] == '"conductor" did not hold within 4 s (http://k/services: HTTP 200 {})'
+    assert result["checks"] == [{"name": "coordinator", "seconds": 1.23, "polls": 3}]
+    assert mw.run_checks(dict(params, checks=params["checks"][:1]), wait=wait) == {
+        "changed": False, "checks": [{"name": "coordinator", "seconds": 1.23, "polls": 3}]}
+
+
+def test_the_action_validates_its_arguments_like_a_module():
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    bad = ArgumentSpecValidator(mw.ARGUMENT_SPEC).validate({"checks": [{"name": "x", "url": "u", "until": "later"}]})
+    assert any("later" in message for message in bad.error_messages)
+    good = ArgumentSpecValidator(mw.ARGUMENT_SPEC).validate({"checks": [{"name": "x", "url": "u", "until": "ready"}]})
+    assert not good.error_messages
+    assert good.validated_parameters["checks"][0]["timeout"] == 300 and good.validated_parameters["interval"] == 0.5

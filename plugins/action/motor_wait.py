@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Wait for PyMotor's readiness conditions on the controller, in the worker process (no module run)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import ARGUMENT_SPEC, run_checks
+
+
+class ActionModule(ActionBase):
+    """pymotor.ascend.motor_wait (documentation in plugins/modules/motor_wait.py)."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
+        if validated.error_messages:
+            raise AnsibleActionFail("motor_wait: %s" % "; ".join(validated.error_messages))
+        result.update(run_checks(validated.validated_parameters))
+        return result

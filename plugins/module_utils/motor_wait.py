@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Poll PyMotor's management endpoints until readiness conditions hold (the pymotor.ascend.motor_wait action, which
+runs in the controller's worker process: no module run for the waits of a deploy)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.six.moves.urllib.error import HTTPError
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import CONDITIONS, condition_met, missing_endpoints
+
+ANSWER_LIMIT = 300
+
+ARGUMENT_SPEC = dict(
+    checks=dict(type="list", elements="dict", required=True, options=dict(
+        name=dict(type="str", required=True),
+        url=dict(type="str", required=True),
+        until=dict(type="str", required=True, choices=list(CONDITIONS)),
+        endpoints=dict(type="list", elements="str", default=[]),
+        timeout=dict(type="int", default=300),
+        waiting_for=dict(type="list", elements="str", default=[]),
+    )),
+    interval=dict(type="float", default=0.5),
+    request_timeout=dict(type="float", default=5),
+)
+
+
+def _get(url, request_timeout):
+    """(status, parsed JSON or None, text): status -1 when nothing answered."""
+    try:
+        response = open_url(url, method="GET", timeout=request_timeout, use_proxy=False, follow_redirects="none")
+        status, raw = response.getcode(), response.read()
+    except HTTPError as exc:
+        status, raw = exc.code, exc.read() if hasattr(exc, "read") else b""
+    except Exception as exc:  # connection refused, timeout, reset: the service is not up yet
+        return -1, None, to_native(exc)
+    text = to_native(raw or b"", errors="replace")
+    try:
+        body = json.loads(text) if text else None
+    except ValueError:
+        body = None
+    return status, body, text
+
+
+def wait_for(check, interval, request_timeout, get=_get, clock=time.monotonic, sleep=time.sleep):
+    """Poll one check until it holds or times out: (held, polls, seconds, last answer text)."""
+    started = clock()
+    polls = 0
+    while True:
+        polls += 1
+        status, body, text = get(check["url"], request_timeout)
+        if condition_met(check["until"], status, body, check.get("endpoints")):
+            return True, polls, clock() - started, ""
+        answer = "no answer (%s)" % text if status == -1 else "HTTP %s %s" % (status, text)
+        if check["until"] == "endpoints" and status == 200:
+            answer += "; missing %s" % ", ".join(missing_endpoints(body, check.get("endpoints")))
+        if clock() - started + interval > check["timeout"]:
+            return False, polls, clock() - started, answer[:ANSWER_LIMIT]
+        sleep(interval)
+
+
+def run_checks(params, wait=wait_for):
+    """Wait for every check of ``params`` (ARGUMENT_SPEC, validated) in order: the result of the action."""
+    done = []
+    for check in params["checks"]:
+        held, polls, seconds, answer = wait(check, params["interval"], params["request_timeout"])
+        if not held:
+            return dict(failed=True, changed=False,
+                        msg='"%s" did not hold within %s s (%s: %s)' % (check["name"], check["timeout"], check["url"], answer),
+                        check=check["name"], last_answer=answer, waiting_for=check["waiting_for"], checks=done)
+        done.append({"name": check["name"], "seconds": round(seconds, 2), "polls": polls})
+    return dict(changed=False, checks=done)
