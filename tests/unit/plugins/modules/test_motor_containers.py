@@ -1,4 +1,4 @@
-"""Unit tests of plugins/modules/motor_containers.py: the create body, the decision and the call sequence, against a
+"""Unit tests of plugins/modules/motor_containers.py and plugins/module_utils/motor_start.py: the create body, the decision and the call sequence, against a
 recording fake of the Docker API client (the real engine is exercised by the integration tests and molecule)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import json
 import pytest
 
 from ansible_collections.community.docker.plugins.module_utils._api.errors import NotFound
-from ansible_collections.pymotor.ascend.plugins.modules import motor_containers as mc
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_start as mc
+from ansible_collections.pymotor.ascend.plugins.modules import motor_containers
 
 SPEC = {
     "name": "job-p0-0", "image": "local/pymotor:1", "command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"],
@@ -187,7 +188,7 @@ def run_main(args, monkeypatch, capsys):
 
     monkeypatch.setattr(mc, "MotorDockerClient", no_client)
     with patch_module_args(args), pytest.raises(SystemExit):
-        mc.main()
+        motor_containers.main()
     return json.loads(capsys.readouterr().out)
 
 
