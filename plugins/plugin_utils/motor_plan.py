@@ -21,6 +21,9 @@ Input
                                another type get no engine container.
     ``group_names``            Ansible group names; ``motor_engine_hosts`` / ``motor_control_hosts`` decide
                                the role of the host.  A host without ``group_names`` counts as both.
+    ``motor_var_names``        names of the host's variables that start with ``motor_`` (the motor_plan role
+                               passes them): a name that is not one of the above but close to one is a typo
+                               (``motor_npu_id``) and a problem, instead of being silently ignored.
     ``None`` values count as absent.
 ``previous`` (optional)
     the current placement, ``{container name: {"host": ..., "npu_ids": [...], "port_map": {...}}}`` as the plan
@@ -72,6 +75,7 @@ Sticky placement (``previous``: scale / reconfigure without moving running conta
 from __future__ import annotations
 
 import bisect
+import difflib
 import gc
 import ipaddress
 import json
@@ -138,6 +142,21 @@ WIRING_ENV = (
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _NIC_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+# The per-host inventory variables the plan reads (see the module docstring).
+HOST_VARS = ("motor_host_ip", "motor_nic", "motor_npu_ids", "motor_reserved_ports", "motor_hardware_type")
+
+
+def misspelt_host_vars(names) -> list:
+    """(name, the host variable it is close to) for each name that is not a host variable of the plan but looks
+    like one; other motor_* variables (role settings, motor_image...) are far from all of them."""
+    out = []
+    for name in sorted(set(names or [])):
+        if name in HOST_VARS:
+            continue
+        close = difflib.get_close_matches(str(name), HOST_VARS, n=1, cutoff=0.8)
+        if close:
+            out.append((str(name), close[0]))
+    return out
 _ENDPOINT_RE = re.compile(r"^(?P<prefix>.*):(?P<port>\d+)$")
 _MOONCAKE_STORE_CONNECTORS = ("mooncakeconnectorstorev1",)
 
@@ -485,6 +504,9 @@ def _parse_hosts(hosts, hw_default, problems, warnings):
             ranges = _parse_int_list(raw_res, f"{path}.motor_reserved_ports", "ports", problems, 1, PORT_MAX)
             host.reserved = _merge_ranges(ranges or [])
             host.reserved_lo = [rng[0] for rng in host.reserved]
+        for name, meant in misspelt_host_vars(hvars.get("motor_var_names")):
+            problems.append(Problem(f"{path}.{name}", "is not a host variable of the plan, so it would be ignored",
+                                    f"did you mean {meant}? (the plan reads {', '.join(HOST_VARS)})"))
         if host.engine and hw != hw_default:
             warnings.append(str(Problem(f"{path}.motor_hardware_type",
                                         f"{hw} host gets no engine container: the config's hardware_type is {hw_default}",

@@ -977,3 +977,34 @@ def test_model_and_weight_dirs_of_entries_and_of_a_whole_config():
     assert model_dirs([by_role["controller"]]) == []
     assert set(model_dirs(plan["containers"])) <= set(model_dirs(config))
     assert weight_dir(user) == "/data/w" and weight_dir({}) == "/mnt/weight"
+
+
+def test_misspelt_host_variables_are_problems_with_the_name_meant():
+    cfg = contract_config()
+    hosts = inventory(engine=1, control=1)
+    hosts["e1"]["motor_var_names"] = ["motor_host_ip", "motor_npu_id", "motor_service_log_root", "motor_image"]
+    hosts["c1"]["motor_var_names"] = ["motor_reserved_port", "motor_config_dir"]
+    with pytest.raises(MotorPlanError) as err:
+        build_plan(cfg, hosts)
+    text = str(err.value)
+    assert "hosts.e1.motor_npu_id: is not a host variable of the plan, so it would be ignored (did you mean motor_npu_ids?" in text
+    assert "hosts.c1.motor_reserved_port:" in text and "did you mean motor_reserved_ports?" in text
+    assert "motor_service_log_root" not in text and "motor_image" not in text and "motor_config_dir" not in text
+
+
+def test_no_variable_the_collection_uses_looks_like_a_misspelt_host_variable():
+    """Every motor_* name in the roles, playbooks, inventories and examples is either a host variable of the plan or
+    far from all of them (else a role setting in group_vars would stop every plan)."""
+    import re
+
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import misspelt_host_vars
+
+    names = set()
+    for folder in ("roles", "playbooks", "inventories", "examples", "extensions"):
+        for path in (REPO / folder).rglob("*"):
+            if path.is_file() and path.suffix in (".yml", ".yaml", ".j2", ".json"):
+                # not the plugin names (pymotor.ascend.motor_host_probe)
+                names.update(re.findall(r"(?<![.\w])motor_[a-z0-9_]+", path.read_text(encoding="utf-8", errors="replace")))
+    plugins = {path.stem for path in (REPO / "plugins" / "modules").glob("*.py")}  # named in comments too
+    assert len(names - plugins) > 50
+    assert misspelt_host_vars(names - plugins) == []
