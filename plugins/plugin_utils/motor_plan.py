@@ -157,6 +157,8 @@ def misspelt_host_vars(names) -> list:
         if close:
             out.append((str(name), close[0]))
     return out
+
+
 _ENDPOINT_RE = re.compile(r"^(?P<prefix>.*):(?P<port>\d+)$")
 _MOONCAKE_STORE_CONNECTORS = ("mooncakeconnectorstorev1",)
 
