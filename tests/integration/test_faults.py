@@ -126,6 +126,21 @@ def test_precheck_reports_every_host_problem_and_starts_nothing(cluster):
         assert simctl.host_exec(host["name"], f"test -e /etc/pymotor/{JOB}")[0] != 0, f"config written on {host['name']}"
 
 
+def test_check_mode_on_fresh_hosts_reports_and_changes_nothing(cluster):
+    """`deploy.yml --check` on the fresh hosts: reports what it would create and ends without waiting for a service
+    it did not start; no container, config directory or startup-script cache appears."""
+    started = time.monotonic()
+    dry = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, "--check")
+    assert time.monotonic() - started < 120, "the dry run waited for readiness"
+    assert "all deploy end." in dry.stdout, dry.stdout[-3000:]  # rc 0: the readiness wait did not run (it would fail)
+    assert re.search(rf"{JOB}-p0-0\s+create\s+parallel\s+new", dry.stdout), dry.stdout[-3000:]
+    assert recap_changed(dry.stdout) > 0
+    assert job_containers(cluster["hosts"], JOB) == []
+    for host in cluster["hosts"]:
+        assert simctl.host_exec(host["name"], f"test -e /etc/pymotor/{JOB} || test -e /var/cache/pymotor")[0] != 0, \
+            f"the dry run wrote on {host['name']}"
+
+
 def test_interrupted_deploy_converges_on_rerun(cluster):
     """Kill the whole ansible-playbook process group while the containers start, then deploy again."""
     argv = playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
