@@ -62,6 +62,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_precheck import (
     SETTINGS,
     PrecheckError,
+    checked_hosts,
     precheck,
 )
 
@@ -70,7 +71,7 @@ def motor_precheck(plan, hosts, hostvars, defaults):
     """Judge the prechecks of every host; raise AnsibleFilterError when a setting is missing."""
     if not isinstance(plan, dict) or "containers" not in plan:
         raise AnsibleFilterError("motor_precheck: expects the output of pymotor.ascend.motor_plan")
-    names = list(hosts or []) + [c["host"] for c in plan["containers"] if c["host"] not in (hosts or [])]
+    names = checked_hosts(plan, hosts)
     probes, overrides = {}, {}
     for host in names:
         own = hostvars[host] if host in hostvars else {}

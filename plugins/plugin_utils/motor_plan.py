@@ -217,7 +217,8 @@ def _kind(value) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _truthy(value) -> bool:
+def truthy(value) -> bool:
+    """A setting's truth as Ansible's ``bool`` filter reads it ("1", "true", "yes", "on" in any case)."""
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
@@ -620,7 +621,7 @@ class _Planner:  # pylint: disable=too-many-instance-attributes
     @staticmethod
     def _events_of(engine_config):
         kec = engine_config.get("kv_events_config")
-        if not isinstance(kec, dict) or not _truthy(kec.get("enable_kv_cache_events")):
+        if not isinstance(kec, dict) or not truthy(kec.get("enable_kv_cache_events")):
             return None
         if str(kec.get("publisher", "zmq")).lower() == "null":
             return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import model_dirs, weight_dir
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import model_dirs, truthy, weight_dir
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_reconcile import config_parts
 
 # The role variables a host's view of the settings is made of (short name -> variable); inventory host and group
@@ -52,12 +52,6 @@ def host_settings(defaults: dict, overrides: dict) -> dict:
 
 def _version(text: str) -> tuple:
     return tuple(int(n) for n in re.findall(r"\d+", str(text).split("+", maxsplit=1)[0].split("-", maxsplit=1)[0])[:3])
-
-
-def _truthy(value) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(value)
 
 
 def _container_name(docker_container: dict) -> str:
@@ -115,7 +109,7 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
     if read:
         health_of = probe.get("npu_health") or {}
         npu_error = probe.get("npu_error")
-        for npu in _unique(n for c in containers for n in c.get("npu_ids") or []):
+        for npu in dict.fromkeys(n for c in containers for n in c.get("npu_ids") or []):
             health = health_of.get(str(npu), "absent")
             if npu not in probe.get("npu_devices") or (health == "absent" and not npu_error):
                 problem("NPU %s" % npu, "/dev/davinci%s is not listed by npu-smi info" % npu,
@@ -132,10 +126,10 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         if not paths.get(settings["hccn_tool"]):
             problem("hccn_tool", "%s is missing" % settings["hccn_tool"],
                     "install the Ascend driver tools or set motor_service_hccn_tool")
-    if read and _truthy(settings["check_links"]):
+    if read and truthy(settings["check_links"]):
         multi = _multi_pod_jobs(plan)
         links = probe.get("links") or {}
-        for npu in _unique(n for c in containers if c.get("job_name") in multi for n in c.get("npu_ids") or []):
+        for npu in dict.fromkeys(n for c in containers if c.get("job_name") in multi for n in c.get("npu_ids") or []):
             link = links.get(str(npu), "not read")
             if link != "UP":
                 problem("NPU link %s" % npu, "hccn_tool -i %s -link -g says %s" % (npu, link),
@@ -201,21 +195,19 @@ def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: d
     (host -> ``image_id``, ``mounts_present``, ``problems``)."""
     result = {"problems": [], "parts": {}, "hosts": {}}
     containers = plan.get("containers") or []
-    for host in _unique(list(hosts or []) + [c["host"] for c in containers]):
+    for host in checked_hosts(plan, hosts):
         own = [c for c in containers if c["host"] == host]
         probe = (probes or {}).get(host) or {}
         settings = host_settings(defaults or {}, (overrides or {}).get(host) or {})
         mounts = mounts_present(probe, settings["engine_mounts"])
         problems = host_problems(host, own, probe, settings, plan)
-        result["hosts"][host] = {"image_id": image_id(probe), "mounts_present": mounts, "problems": problems}
+        host_image = image_id(probe)
+        result["hosts"][host] = {"image_id": host_image, "mounts_present": mounts, "problems": problems}
         result["problems"] += problems
-        result["parts"].update(config_parts(own, image_id(probe), shared_spec(settings, mounts, plan)))
+        result["parts"].update(config_parts(own, host_image, shared_spec(settings, mounts, plan)))
     return result
 
 
-def _unique(items) -> list:
-    out = []
-    for item in items:
-        if item not in out:
-            out.append(item)
-    return out
+def checked_hosts(plan: dict, hosts: list) -> list:
+    """The hosts the precheck judges: ``hosts`` (inventory order), then any other host of the plan."""
+    return list(dict.fromkeys(list(hosts or []) + [c["host"] for c in plan.get("containers") or []]))
