@@ -5,7 +5,9 @@
 #
 # Env: MOTOR_DEMO_PREFIX (default pymotor-demo), MOTOR_DEMO_CONFIG_DIR (default examples/seed_pd_separation),
 #      MOTOR_DEMO_IMAGE_BUILD=playbook|fast (default playbook: playbooks/build_image.yml builds the conductor-patched
-#      image from the PyMotor stand-in with the offline fixtures; fast: the prebuilt fixture conductor binary).
+#      image from the PyMotor stand-in with the offline fixtures; fast: the prebuilt fixture conductor binary),
+#      MOTOR_DEMO_ASSERT=1 (CI: fail unless every repeated prefix was a KV-cache hit on the instance holding it),
+#      MOTOR_DEMO_TEARDOWN=1 (CI: remove the simulated cluster at the end, also when a step failed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -17,6 +19,9 @@ state="$repo/.build/demo-deploy"
 inventory="$state/inventory.yml"
 image="local/pymotor-demo:latest-conductor"
 mkdir -p "$state"
+if [ "${MOTOR_DEMO_TEARDOWN:-0}" = 1 ]; then
+  trap 'echo "== Tearing down the simulated cluster"; python tests/sim/simctl.py down --prefix "$prefix"' EXIT
+fi
 
 echo "== Simulated cluster: 2 x 800I_A2 + control host (prefix $prefix)"
 python tests/sim/simctl.py up --count 2 --hardware 800I_A2 --control --prefix "$prefix" --inventory "$inventory"
@@ -29,7 +34,7 @@ if [ "$build_mode" = fast ]; then
 else
   go_version=1.23.9
   go_tarball=$(GO_VERSION=$go_version PYTHON="$repo/.venv/bin/python" tests/fixtures/mooncake/make_go_tarball.sh "$repo/.build" | tail -n 1)
-  [ -d "$state/mooncake/.git" ] || tests/fixtures/mooncake/make_repo.sh "$state/mooncake" >/dev/null
+  tests/fixtures/mooncake/make_repo.sh "$state/mooncake" >/dev/null
   ansible-playbook -i "$inventory" playbooks/build_image.yml \
     -e motor_build_host=localhost -e motor_base_image="$base" -e motor_image="$image" \
     -e conductor_image_mooncake_repo="$state/mooncake" -e conductor_image_go_version=$go_version \
@@ -47,6 +52,7 @@ ansible-playbook -i "$inventory" playbooks/deploy.yml -e motor_config_dir="$conf
 echo "== Requests through the coordinator (KV-cache affinity)"
 python - "$state/plan.json" <<'PY'
 import json
+import os
 import sys
 
 import requests
@@ -65,6 +71,8 @@ requests_to_send = [
 ]
 print(f"coordinator: {url}")
 print(f"{'request':28} {'prefill instance':18} {'dp':3} {'route':18} {'cached/prompt tokens':>21}  decode")
+first_seen = {}
+misses = []
 for label, system, question in requests_to_send:
     body = {"model": model, "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]}
     resp = requests.post(url, json=body, timeout=60)
@@ -73,9 +81,20 @@ for label, system, question in requests_to_send:
     print(f"{label:28} {resp.headers.get('X-Motor-Prefill-Instance', '?'):18} {sim.get('prefill_dp_rank', '?')!s:3} "
           f"{sim.get('route', '?'):18} {sim.get('matched_tokens', 0):>10}/{sim.get('prompt_tokens', 0):<10}  "
           f"{sim.get('decode_instance', '?')}")
+    target = (resp.headers.get("X-Motor-Prefill-Instance"), sim.get("prefill_dp_rank"))
+    if system in first_seen and (target != first_seen[system] or not sim.get("matched_tokens")):
+        misses.append(f"{label}: went to {target} with {sim.get('matched_tokens', 0)} cached tokens, "
+                      f"its prefix is held by {first_seen[system]}")
+    first_seen.setdefault(system, target)
 print("Requests sharing a long prefix go to the prefill instance and DP rank that already holds its KV blocks.")
+if os.environ.get("MOTOR_DEMO_ASSERT") == "1":
+    if misses:
+        sys.exit("demo: KV-cache affinity did not route the repeated prefixes:\n  " + "\n  ".join(misses))
+    print(f"demo: every repeated prefix was a KV-cache hit ({len(requests_to_send) - len(first_seen)} of "
+          f"{len(requests_to_send)} requests)")
 PY
 
+[ "${MOTOR_DEMO_TEARDOWN:-0}" = 1 ] && exit 0
 cat <<EOT
 
 The cluster keeps running. Try it:

@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import fcntl
 import functools
-import hashlib
 import os
 import subprocess
 import sys
@@ -49,8 +48,13 @@ import docker
 import docker.errors
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from content_tag import content_digest  # noqa: E402  (tests/sim/content_tag.py)
+
 HOST_DIR = Path(__file__).resolve().parent / "host"
 IMAGE_REPO = "local/pymotor-sim-host"
+# FROM of tests/sim/host/Dockerfile
+BASE_IMAGE = "local/debian:bookworm"
 DEFAULT_PREFIX = "pymotor-sim"
 LABEL = "pymotor.sim"
 HARDWARE_LABEL = "pymotor.sim.hardware"
@@ -73,13 +77,8 @@ def client() -> docker.DockerClient:
 # ---------------------------------------------------------------------------------------- image
 
 def host_image_tag() -> str:
-    """Tag derived from every file of the build context, so any edit means a new image."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in HOST_DIR.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(HOST_DIR)).encode() + b"\0")
-        digest.update(b"x" if os.access(path, os.X_OK) else b"-")
-        digest.update(path.read_bytes() + b"\0")
-    return f"{IMAGE_REPO}:{digest.hexdigest()[:12]}"
+    """Tag from the whole build context (files, modes, empty directories) and the base image's id."""
+    return f"{IMAGE_REPO}:{content_digest(HOST_DIR, base_image=BASE_IMAGE)[:12]}"
 
 
 def _image_exists(ref: str) -> bool:

@@ -7,7 +7,6 @@ ensure_standin_image() from Python (sys.path pointing at this directory).
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import subprocess
 import sys
@@ -15,28 +14,20 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from content_tag import content_digest  # noqa: E402  (tests/sim/content_tag.py)
+
 REPO = "local/pymotor-standin"
 BASE_IMAGE = os.environ.get("MOTOR_BASE_IMAGE", "local/debian:bookworm")
-CONTEXT = ("Dockerfile", "startup", "motor_sim", "bin")
+CONTEXT = (".dockerignore", "Dockerfile", "startup", "motor_sim", "bin")
 LOCK = Path(tempfile.gettempdir()) / "pymotor-standin-build.lock"
 
 
-def _context_files() -> list[Path]:
-    files = []
-    for entry in CONTEXT:
-        path = HERE / entry
-        files += [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    return sorted(files)
-
-
 def standin_tag() -> str:
-    """Tag from every file of the build context (content and executable bit) and the base image."""
-    digest = hashlib.sha256(BASE_IMAGE.encode())
-    for path in _context_files():
-        digest.update(str(path.relative_to(HERE)).encode() + b"\0")
-        digest.update(b"x" if os.access(path, os.X_OK) else b"-")
-        digest.update(path.read_bytes() + b"\0")
-    return f"{REPO}:{digest.hexdigest()[:12]}"
+    """Tag from the build context (.dockerignore, Dockerfile, startup, motor_sim, bin: bytes, modes, directories),
+    the base image's id and the build argument."""
+    digest = content_digest(HERE, CONTEXT, base_image=BASE_IMAGE, build_args={"BASE_IMAGE": BASE_IMAGE})
+    return f"{REPO}:{digest[:12]}"
 
 
 def _exists(tag: str) -> bool:

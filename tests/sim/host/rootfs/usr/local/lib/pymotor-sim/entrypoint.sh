@@ -49,6 +49,8 @@ CONF
 
 install_ascend_surface() {
   net=$(npu_net)
+  # created here, not only in git: an empty directory is not tracked, so a fresh clone lacks it
+  mkdir -p /usr/local/Ascend/driver/tools /usr/local/sbin
   sed "s/@HARDWARE@/$SIM_HARDWARE/" "$LIB/npu-smi.in" >/usr/local/bin/npu-smi
   cp /usr/local/bin/npu-smi /usr/local/sbin/npu-smi
   sed "s/@NPU_NET@/$net/" "$LIB/hccn_tool.in" >/usr/local/Ascend/driver/tools/hccn_tool
