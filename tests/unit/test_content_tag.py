@@ -47,7 +47,7 @@ def host_context(tmp_path, monkeypatch, fake_image_ids):
 
 
 def test_host_tag_is_stable(host_context):
-    simctl, _ = host_context
+    simctl = host_context[0]
     assert simctl.host_image_tag() == simctl.host_image_tag()
     assert simctl.host_image_tag().startswith("local/pymotor-sim-host:")
 
@@ -81,7 +81,7 @@ def test_host_tag_changes_with_the_dockerfile(host_context):
 
 
 def test_host_tag_changes_with_the_base_image_id(host_context, fake_image_ids):
-    simctl, _ = host_context
+    simctl = host_context[0]
     before = simctl.host_image_tag()
     fake_image_ids["local/debian:bookworm"] = "sha256:bbb"  # same name, rebuilt base
     assert simctl.host_image_tag() != before
