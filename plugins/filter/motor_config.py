@@ -66,11 +66,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_config import (
-    MotorConfigError,
-    load_json_text,
-    normalize,
-)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 
 
 def _parse(value, name):

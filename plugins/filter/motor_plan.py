@@ -91,13 +91,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import (
-    MotorPlanError,
-    build_plan,
-    model_dirs,
-    plan_table,
-    weight_dir,
-)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_table, weight_dir
 
 
 def motor_plan(config, hosts, previous=None):

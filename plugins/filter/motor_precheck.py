@@ -59,7 +59,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_precheck import (
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import (
     SETTINGS,
     PrecheckError,
     checked_hosts,

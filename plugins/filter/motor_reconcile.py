@@ -70,17 +70,11 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_reconcile import (
-    change_table,
-    configmaps,
-    container_spec,
-    drain_requests,
-    drained_endpoints,
-    placement_label,
-    previous_placement,
-    reconcile,
-    spec_digest,
-)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import change_table, reconcile
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.drain import drain_requests, drained_endpoints
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import spec_digest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label, previous_placement
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec
 
 
 def motor_reconcile(plan, parts, existing):

@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.filter.motor_config import FilterModule
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_config import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 

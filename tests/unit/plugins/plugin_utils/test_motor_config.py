@@ -15,8 +15,10 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config as mc
 from ansible_collections.pymotor.ascend.tests.unit.corpus_edit import deep_merge, set_path
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 GOOD_CONFIGS = sorted(path.name for path in FIXTURES.iterdir() if (path / "user_config.json").is_file())
@@ -56,9 +58,9 @@ def build_case(case):
     for path in case.get("env_set_null") or []:
         set_path(env, path, None, delete_on_none=False)
     if "raw_user" in case:
-        user = mc.load_json_text(case["raw_user"], "user_config.json")
+        user = load_json_text(case["raw_user"], "user_config.json")
     if "raw_env" in case:
-        env = mc.load_json_text(case["raw_env"], "env.json")
+        env = load_json_text(case["raw_env"], "env.json")
     return user, env, case.get("overrides")
 
 
@@ -78,7 +80,7 @@ def test_fixture_set_is_complete():
 @pytest.mark.parametrize("name", GOOD_CONFIGS)
 def test_golden(name):
     user, env = load_pair(name)
-    actual = dump(mc.normalize(user, env))
+    actual = dump(normalize(user, env))
     golden = FIXTURES / name / "normalized.golden.json"
     if UPDATE_GOLDEN:
         golden.write_text(actual, encoding="utf-8")
@@ -89,21 +91,21 @@ def test_golden(name):
 @pytest.mark.parametrize("name", GOOD_CONFIGS)
 def test_good_configs_are_idempotent(name):
     user, env = load_pair(name)
-    first = mc.normalize(user, env)
-    assert mc.normalize(first["user_config"], env) == first
-    assert dump(mc.normalize(first["user_config"], env)) == dump(first)
+    first = normalize(user, env)
+    assert normalize(first["user_config"], env) == first
+    assert dump(normalize(first["user_config"], env)) == dump(first)
 
 
 @pytest.mark.parametrize("name", GOOD_CONFIGS)
 def test_inputs_are_not_mutated(name):
     user, env = load_pair(name)
     before = copy.deepcopy((user, env))
-    mc.normalize(user, env, [{"motor_deploy_config": {"image_name": "site:1"}}])
+    normalize(user, env, [{"motor_deploy_config": {"image_name": "site:1"}}])
     assert (user, env) == before
 
 
 def test_seed_pd_separation_summary():
-    result = mc.normalize(*load_pair("seed_pd_separation"))
+    result = normalize(*load_pair("seed_pd_separation"))
     assert result["mode"] == "pd_separation"
     assert result["affinity"] is True
     assert result["engines"]["prefill"]["transfer"] == {
@@ -122,7 +124,7 @@ def test_seed_pd_separation_summary():
 
 
 def test_seed_pd_hybrid_summary():
-    result = mc.normalize(*load_pair("seed_pd_hybrid"))
+    result = normalize(*load_pair("seed_pd_hybrid"))
     assert result["mode"] == "pd_hybrid"
     assert list(result["engines"]) == ["union"]
     assert result["engines"]["union"]["transfer"]["capability"] is None
@@ -134,7 +136,7 @@ def test_seed_pd_hybrid_summary():
 
 
 def test_deepseek_decode_fills_two_pods():
-    result = mc.normalize(*load_pair("vllm_models_deepseek_v3_1"))
+    result = normalize(*load_pair("vllm_models_deepseek_v3_1"))
     decode = result["engines"]["decode"]
     assert (decode["dp"], decode["pods"], decode["npus_per_pod"], decode["dp_local_per_pod"]) == (32, 2, 16, 16)
     assert not any("motor_engine_decode_config.engine_config:" in warning for warning in result["warnings"])
@@ -143,7 +145,7 @@ def test_deepseek_decode_fills_two_pods():
 def test_defaults_filled():
     user, env = load_pair("vllm")
     del user["motor_deploy_config"]["weight_mount_path"]
-    result = mc.normalize(user, env)
+    result = normalize(user, env)
     deploy = result["user_config"]["motor_deploy_config"]
     assert deploy["weight_mount_path"] == "/mnt/weight"
     assert deploy["deploy_mode"] == "infer_service_set"
@@ -154,13 +156,13 @@ def test_defaults_filled():
 def test_affinity_without_conductor_section_fills_default_port():
     user, env = load_pair("seed_pd_separation")
     del user["kv_conductor_config"]
-    result = mc.normalize(user, env)
+    result = normalize(user, env)
     assert result["user_config"]["kv_conductor_config"] == {"http_server_port": 13333}
     assert result["kv_conductor"] == {"enabled": True, "http_server_port": 13333}
 
 
 def test_pool_defaults_only_in_summary():
-    result = mc.normalize(*load_pair("vllm_models_qwen_3_30b"))
+    result = normalize(*load_pair("vllm_models_qwen_3_30b"))
     assert result["kv_pool"]["eviction_high_watermark_ratio"] == 0.95
     assert result["kv_pool"]["eviction_ratio"] == 0.05
     pool = result["user_config"]["kv_cache_pool_config"]
@@ -171,7 +173,7 @@ def test_pool_defaults_only_in_summary():
 def test_equal_spellings_are_merged():
     user, env = load_pair("vllm")
     user["motor_engine_prefill_config"]["engine_config"]["enforce_eager"] = True
-    result = mc.normalize(user, env)
+    result = normalize(user, env)
     engine_config = result["user_config"]["motor_engine_prefill_config"]["engine_config"]
     assert engine_config["enforce_eager"] is True and "enforce-eager" not in engine_config
 
@@ -182,7 +184,7 @@ def test_dispatch_profile_overrides_unknown_connector():
         section = user["motor_engine_%s_config" % role]
         section["dispatch_profile"] = "handoff"
         section["engine_config"]["kv_transfer_config"]["kv_connector"] = "CustomConnector"
-    transfer = mc.normalize(user, env)["engines"]["decode"]["transfer"]
+    transfer = normalize(user, env)["engines"]["decode"]["transfer"]
     assert transfer == {"connector": "CustomConnector", "store_connector": None,
                         "capability": "handoff", "source": "dispatch_profile"}
 
@@ -191,13 +193,13 @@ def test_connector_names_are_case_insensitive():
     user, env = load_pair("vllm")
     for role in ("prefill", "decode"):
         user["motor_engine_%s_config" % role]["engine_config"]["kv_transfer_config"]["kv_connector"] = "nixlconnector"
-    assert mc.normalize(user, env)["engines"]["prefill"]["transfer"]["capability"] == "handoff"
+    assert normalize(user, env)["engines"]["prefill"]["transfer"]["capability"] == "handoff"
 
 
 def test_env_values_become_strings():
     user, env = load_pair("vllm")
     env["motor_engine_decode_env"].update({"FLAG": True, "OFF": False, "RATIO": 0.5, "COUNT": 3})
-    result = mc.normalize(user, env)
+    result = normalize(user, env)
     decode = result["env"]["decode"]
     assert (decode["FLAG"], decode["OFF"], decode["RATIO"], decode["COUNT"]) == ("true", "false", "0.5", "3")
     assert result["env"]["common"]["SERVICE_ID"] == "mindie-motor"
@@ -207,7 +209,7 @@ def test_env_values_become_strings():
 
 
 def test_env_config_optional():
-    result = mc.normalize(load_pair("vllm")[0])
+    result = normalize(load_pair("vllm")[0])
     assert result["env_config"] == {}
     assert result["env"]["prefill"] == {"ENGINE_TYPE": "vllm", "MODEL_NAME": "qwen3-8B", "SERVICE_ID": "mindie-motor"}
 
@@ -222,7 +224,7 @@ def test_overrides_merge_replace_delete_and_record():
          "kv_conductor_config": {"kvevent_instance": {"mooncake_master": {"type": "Mooncake"}}}},
         {"motor_deploy_config": {"job_id": "site-b"}},
     ]
-    result = mc.normalize(user, env, overrides)
+    result = normalize(user, env, overrides)
     deploy = result["user_config"]["motor_deploy_config"]
     engine_config = result["user_config"]["motor_engine_prefill_config"]["engine_config"]
     assert deploy["image_name"] == "site:1" and deploy["job_id"] == "site-b"
@@ -235,14 +237,14 @@ def test_overrides_merge_replace_delete_and_record():
         "motor_engine_prefill_config.engine_config.max_model_len": 1,
     }
     assert result["env"]["common"]["SERVICE_ID"] == "site-b"
-    again = mc.normalize(result["user_config"], env, overrides)
+    again = normalize(result["user_config"], env, overrides)
     assert again == result
 
 
 def test_override_lists_replace():
     user, env = load_pair("vllm_models_deepseek_v3_1")
     override = {"motor_engine_decode_config": {"engine_config": {"compilation_config": {"cudagraph_capture_sizes": [8]}}}}
-    result = mc.normalize(user, env, [override])
+    result = normalize(user, env, [override])
     assert result["user_config"]["motor_engine_decode_config"]["engine_config"]["compilation_config"] == {
         "cudagraph_capture_sizes": [8], "cudagraph_mode": "FULL_DECODE_ONLY"}
     assert result["overridden"] == {"motor_engine_decode_config.engine_config.compilation_config.cudagraph_capture_sizes": 0}
@@ -255,8 +257,8 @@ def test_error_format_and_all_problems_reported():
     user["version"] = "v1"
     user["motor_deploy_config"]["hardware_type"] = "800I-A3"
     env["motor_common_env"]["X"] = [1]
-    with pytest.raises(mc.MotorConfigError) as info:
-        mc.normalize(user, env)
+    with pytest.raises(MotorConfigError) as info:
+        normalize(user, env)
     err = info.value
     assert [problem.path for problem in err.problems] == [
         "version", "motor_deploy_config.hardware_type", "env_config.motor_common_env.X"]
@@ -264,13 +266,13 @@ def test_error_format_and_all_problems_reported():
     assert len(lines) == 3
     for line, problem in zip(lines, err.problems):
         assert line == "%s: %s (%s)" % (problem.path, problem.message, problem.hint)
-    assert isinstance(err.problems[0], mc.Problem)
+    assert isinstance(err.problems[0], Problem)
 
 
 def test_load_json_text():
-    assert mc.load_json_text('{"a": 1}', "x.json") == {"a": 1}
-    with pytest.raises(mc.MotorConfigError) as info:
-        mc.load_json_text('{\n  "a": 1,\n}', "x.json")
+    assert load_json_text('{"a": 1}', "x.json") == {"a": 1}
+    with pytest.raises(MotorConfigError) as info:
+        load_json_text('{\n  "a": 1,\n}', "x.json")
     assert str(info.value).startswith("x.json: invalid JSON at line 3 column 1")
 
 
@@ -282,9 +284,9 @@ def test_broken_corpus_is_large_enough():
 
 @pytest.mark.parametrize("case", CORPUS["cases"], ids=[case["name"] for case in CORPUS["cases"]])
 def test_broken_case(case):
-    with pytest.raises(mc.MotorConfigError) as info:
+    with pytest.raises(MotorConfigError) as info:
         user, env, overrides = build_case(case)
-        mc.normalize(user, env, overrides)
+        normalize(user, env, overrides)
     err = info.value
     paths = [problem.path for problem in err.problems]
     text = str(err)
@@ -301,22 +303,22 @@ def test_broken_case(case):
 @pytest.mark.parametrize("case", CORPUS["warn_cases"], ids=[case["name"] for case in CORPUS["warn_cases"]])
 def test_warning_case(case):
     user, env, overrides = build_case(case)
-    result = mc.normalize(user, env, overrides)
+    result = normalize(user, env, overrides)
     paths = _warning_paths(result["warnings"])
     for expected in case["warnings"]:
         assert expected in paths, "expected warning %r in %s" % (expected, result["warnings"])
     text = "\n".join(result["warnings"])
     for fragment in case.get("contains", []):
         assert fragment in text
-    assert mc.normalize(result["user_config"], env, overrides) == result
+    assert normalize(result["user_config"], env, overrides) == result
 
 
 def test_values_from_ansible_variables_are_described_by_kind():
     class AnsibleFloat(float):  # Ansible hands over subclasses such as _AnsibleTaggedFloat
         pass
 
-    with pytest.raises(mc.MotorConfigError) as info:
-        mc.normalize(*load_pair("seed_pd_separation"), [{"motor_deploy_config": {"p_pod_npu_num": AnsibleFloat(4.5)}}])
+    with pytest.raises(MotorConfigError) as info:
+        normalize(*load_pair("seed_pd_separation"), [{"motor_deploy_config": {"p_pod_npu_num": AnsibleFloat(4.5)}}])
     assert "motor_deploy_config.p_pod_npu_num: expected an integer, got float 4.5 (set by override 0)" in str(info.value)
 
 
@@ -325,4 +327,4 @@ def test_plan_ports_as_digit_strings_are_accepted():
     user["motor_coordinator_config"]["api_config"] = {"coordinator_api_infer_port": "8080"}
     user["motor_engine_prefill_config"]["motor_nodemanger_config"] = {"api_config": {"node_manager_port": 3100},
                                                                       "endpoint_config": {"base_port": "65532"}}
-    mc.normalize(user, env)
+    normalize(user, env)

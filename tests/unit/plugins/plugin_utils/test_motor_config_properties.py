@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS, HARDWARE_NPUS
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config as mc
 
 hypothesis = pytest.importorskip("hypothesis")
 st = hypothesis.strategies
@@ -114,11 +115,11 @@ def configs(draw):
     transport = draw(st.sampled_from(["MooncakeLayerwiseConnector"] + HANDOFF))  # P and D must agree
     for role in roles:
         transfer_style = style if style != "store" else None
-        section, sizes[role] = _engine(draw, role, mc.HARDWARE_NPUS[hardware], transfer_style, affinity, transport)
+        section, sizes[role] = _engine(draw, role, HARDWARE_NPUS[hardware], transfer_style, affinity, transport)
         if style == "store":
             section["engine_config"]["kv_transfer_config"] = {
                 "kv_connector": draw(st.sampled_from(STORES)), "kv_role": "kv_both"}
-        user[mc.SECTIONS[role]] = section
+        user[ENGINE_SECTIONS[role]] = section
     user["motor_deploy_config"] = _deploy(draw, hardware, hybrid, sizes)
     user["motor_coordinator_config"] = {"scheduler_config": scheduler}
     store_used = style in ("multi", "store")
@@ -138,8 +139,8 @@ def configs(draw):
 @hypothesis.given(configs())
 def test_normalize_is_idempotent(triple):
     user, env, overrides = triple
-    first = mc.normalize(user, env, overrides)
-    second = mc.normalize(first["user_config"], env, overrides)
+    first = normalize(user, env, overrides)
+    second = normalize(first["user_config"], env, overrides)
     assert second == first
     assert json.dumps(second, indent=2) == json.dumps(first, indent=2)  # key order is stable too
 
@@ -148,7 +149,7 @@ def test_normalize_is_idempotent(triple):
 @hypothesis.given(configs())
 def test_normalized_engine_keys_use_underscores(triple):
     user, env, overrides = triple
-    result = mc.normalize(user, env, overrides)
+    result = normalize(user, env, overrides)
     for engine in result["engines"].values():
         keys = result["user_config"][engine["section"]]["engine_config"]
         assert all("-" not in key for key in keys)

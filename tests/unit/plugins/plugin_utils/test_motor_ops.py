@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_event_shape, kv_format_verdict
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import MASK, mask_document, mask_secrets, mask_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import status_rows, status_table
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.verify import http_results, verify_report, verify_table
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_ops as ops
 
 ARRAY_BATCH = [1.0, [["BlockStored", [2 ** 63 + 1], None, list(range(128)), 128, None, "GPU", None]], 0]
 MAP_BATCH = [1.0, [{"type": "BlockStored", "block_hashes": [1], "medium": "GPU"}], 0]
@@ -41,14 +44,14 @@ def good_raw():
         "probe": {"endpoints": {eps[0]: {"block_stored": 3, "decode_errors": 0}, eps[1]: {"block_stored": 0}},
                   "shared": [{"status": 200, "target": "p0/dp1"}] * 4, "unrelated": [{"status": 200}] * 2,
                   "longest_matched": [0, 1024, 1024, 1024, 1024], "shapes": ["array"]},
-        "kv_format": ops.kv_format_verdict(None, ["array"]),
+        "kv_format": kv_format_verdict(None, ["array"]),
     }
 
 
 def test_mask_secrets_hides_secret_values_only():
     data = {"api_key": "s1", "nested": [{"password": "s2", "tls_key_file": "/k.pem"}], "max_tokens": 5,
             "token_ids": [1, 2], "empty_token": "", "name": "x", "auth": {"token": "s3"}}
-    masked = ops.mask_secrets(data)
+    masked = mask_secrets(data)
     text = json.dumps(masked)
     assert "s1" not in text and "s2" not in text and "s3" not in text and "/k.pem" not in text
     assert masked["max_tokens"] == 5 and masked["token_ids"] == [1, 2] and masked["empty_token"] == ""
@@ -56,18 +59,18 @@ def test_mask_secrets_hides_secret_values_only():
 
 
 def test_mask_text_and_document():
-    assert "hunter2" not in ops.mask_text('login password=hunter2 and "api_key": "abc"')
-    assert "abc" not in ops.mask_text('"api_key": "abc"')
-    doc = ops.mask_document('{"motor_controller_config": {"api_key": "abc"}}')
-    assert "abc" not in doc and json.loads(doc)["motor_controller_config"]["api_key"] == ops.MASK
-    assert ops.mask_document("plain log line") == "plain log line"
+    assert "hunter2" not in mask_text('login password=hunter2 and "api_key": "abc"')
+    assert "abc" not in mask_text('"api_key": "abc"')
+    doc = mask_document('{"motor_controller_config": {"api_key": "abc"}}')
+    assert "abc" not in doc and json.loads(doc)["motor_controller_config"]["api_key"] == MASK
+    assert mask_document("plain log line") == "plain log line"
 
 
 @pytest.mark.parametrize(("batch", "shape"), [
     (ARRAY_BATCH, "array"), (MAP_BATCH, "map"), (LEGACY_BATCH, "legacy"), ({"ts": 1, "events": []}, "map"),
     ([1.0, [], 0], "empty"), ("x", "unknown")])
 def test_kv_event_shape(batch, shape):
-    assert ops.kv_event_shape(batch) == shape
+    assert kv_event_shape(batch) == shape
 
 
 @pytest.mark.parametrize(("version", "shapes", "compatible", "source"), [
@@ -81,20 +84,20 @@ def test_kv_event_shape(batch, shape):
     (None, ["legacy"], False, "captured event"),
 ])
 def test_kv_format_verdict(version, shapes, compatible, source):
-    verdict = ops.kv_format_verdict(version, shapes)
+    verdict = kv_format_verdict(version, shapes)
     assert verdict["compatible"] is compatible and verdict["source"] == source and verdict["reason"]
 
 
 def test_map_verdict_explains_the_conductor():
-    reason = ops.kv_format_verdict("0.26.0")["reason"]
+    reason = kv_format_verdict("0.26.0")["reason"]
     assert "42892" in reason and "array" in reason
 
 
 def test_verify_report_passes_on_a_healthy_job():
-    report = ops.verify_report(plan(), good_raw())
+    report = verify_report(plan(), good_raw())
     assert report["passed"], [c for c in report["checks"] if not c["ok"]]
     assert report["affinity"]["fraction"] == 1.0 and report["kv_events"]["block_stored"] == 3
-    assert "0 failed" in ops.verify_table(report)
+    assert "0 failed" in verify_table(report)
 
 
 @pytest.mark.parametrize(("mutate", "failing"), [
@@ -107,13 +110,13 @@ def test_verify_report_passes_on_a_healthy_job():
     (lambda r: r["probe"].update(shared=[{"status": 200, "target": "a"}, {"status": 200, "target": "b"}]),
      "affinity: shared-prefix prompts on one prefill instance"),
     (lambda r: r["probe"].update(longest_matched=[0, 0, 0]), "affinity: /query longest_matched grows"),
-    (lambda r: r.update(kv_format=ops.kv_format_verdict(None, ["map"])), "KV event format readable by the conductor"),
+    (lambda r: r.update(kv_format=kv_format_verdict(None, ["map"])), "KV event format readable by the conductor"),
     (lambda r: r["inference"].update(status=503), "inference request succeeds"),
 ])
 def test_verify_report_fails_each_check(mutate, failing):
     raw = good_raw()
     mutate(raw)
-    report = ops.verify_report(plan(), raw)
+    report = verify_report(plan(), raw)
     assert not report["passed"]
     assert failing in {c["check"] for c in report["checks"] if not c["ok"]}
 
@@ -121,7 +124,7 @@ def test_verify_report_fails_each_check(mutate, failing):
 def test_http_results_keys():
     results = [{"item": {"name": "a"}, "status": 200, "json": {"status": True}},
                {"item": [{"name": "b"}, {"dp_rank": 3}], "status": -1}]
-    assert ops.http_results(results) == {"a": {"status": 200, "json": {"status": True}},
+    assert http_results(results) == {"a": {"status": 200, "json": {"status": True}},
                                          "b/3": {"status": -1, "json": {}}}
 
 
@@ -134,10 +137,10 @@ def test_status_rows_and_table():
                                        {"PathOnHost": "/dev/davinci_manager"}]}}
     stopped = {"Name": "/j-controller", "State": {"Running": False, "Status": "exited", "ExitCode": 0},
                "Config": {"Labels": {"io.pymotor.role": "controller"}}}
-    rows = ops.status_rows({"h1": [info], "ctl": [stopped]}, now="2026-01-01T01:02:03+00:00")
+    rows = status_rows({"h1": [info], "ctl": [stopped]}, now="2026-01-01T01:02:03+00:00")
     assert [r["container"] for r in rows] == ["j-controller", "j-p0-0"]
     assert rows[1]["uptime"] == "1h2m" and rows[1]["npus"] == "0,1" and rows[1]["restarts"] == 2
     assert rows[0]["state"] == "exited" and rows[0]["uptime"] == ""
-    table = ops.status_table(rows)
+    table = status_table(rows)
     assert table.splitlines()[0].split() == ["HOST", "ROLE", "CONTAINER", "STATE", "UPTIME", "RESTARTS", "PORTS", "NPUS"]
-    assert ops.status_table([]) == "no container of this job on the hosts"
+    assert status_table([]) == "no container of this job on the hosts"

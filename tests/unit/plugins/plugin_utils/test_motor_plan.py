@@ -10,14 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hosts import misspelt_host_vars
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, Planner, build_plan, placement_of
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_table, weight_dir
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config as mc
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import (
-    MotorPlanError,
-    build_plan,
-    placement_of,
-    plan_table,
-)
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "configs"
@@ -123,7 +121,7 @@ def inventory(engine=2, control=1, shared=0, **per_host):
 def load_fixture(name, overrides=None):
     user = json.loads((FIXTURES / name / "user_config.json").read_text(encoding="utf-8"))
     env = json.loads((FIXTURES / name / "env.json").read_text(encoding="utf-8"))
-    return mc.normalize(user, env, overrides)
+    return normalize(user, env, overrides)
 
 
 def by_name(plan):
@@ -272,7 +270,7 @@ def test_fixture_configs_on_inventories(name, hw, n_hosts):
     """Every example config on 1-, 2- and 8-host inventories: a valid plan, or an error saying need vs available."""
     try:
         cfg = load_fixture(name, [{"motor_deploy_config": {"hardware_type": hw}}])
-    except mc.MotorConfigError as err:
+    except MotorConfigError as err:
         assert "hardware_type" in str(err) or "npu_num" in str(err)
         return
     hosts = {f"h{i}": {"motor_host_ip": f"10.1.0.{i + 1}", "group_names": [ENGINE, CONTROL]} for i in range(n_hosts)}
@@ -939,9 +937,8 @@ def test_filter_shim():
 
 
 def test_invariant_check_catches_planner_bugs():
-    from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_plan as mp
 
-    planner = mp._Planner(contract_config(), inventory(engine=1, control=1))  # pylint: disable=protected-access
+    planner = Planner(contract_config(), inventory(engine=1, control=1))  # pylint: disable=protected-access
     planner.place_engines()
     planner.place_control()
     planner.assign_ports()
@@ -961,12 +958,11 @@ def test_invariant_check_catches_planner_bugs():
 
 def test_model_and_weight_dirs_of_entries_and_of_a_whole_config():
     """One selection (Python) for the discovery before planning (whole config) and the precheck (plan entries)."""
-    from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import build_plan, model_dirs, weight_dir
 
     user = json.loads((REPO / "examples" / "seed_pd_separation" / "user_config.json").read_text())
     user["motor_engine_decode_config"]["engine_config"]["model"] = "/models/decode/"
     user["motor_deploy_config"]["weight_mount_path"] = "/data/w//"
-    config = mc.normalize(user, json.loads((REPO / "examples" / "seed_pd_separation" / "env.json").read_text()))
+    config = normalize(user, json.loads((REPO / "examples" / "seed_pd_separation" / "env.json").read_text()))
     plan = build_plan(config, inventory(engine=2, control=1))
     coordinator = config["user_config"].get("motor_coordinator_config", {}).get("prefill_kv_event_config", {})
     coordinator_model = str(coordinator.get("model_path", "")).rstrip("/")
@@ -997,7 +993,6 @@ def test_no_variable_the_collection_uses_looks_like_a_misspelt_host_variable():
     far from all of them (else a role setting in group_vars would stop every plan)."""
     import re
 
-    from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import misspelt_host_vars
 
     names = set()
     for folder in ("roles", "playbooks", "inventories", "examples", "extensions"):

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, build_plan, placement_of
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config as mc
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import MotorPlanError, build_plan, placement_of
 
 ENGINE = "motor_engine_hosts"
 CONTROL = "motor_control_hosts"
@@ -227,8 +228,8 @@ def test_seed_configs_through_motor_config(name, count, pods, npus, n_hosts, hw)
         engine = {f"motor_engine_{r}_config": {"engine_config": {"data_parallel_size": pods, "tensor_parallel_size": npus}}
                   for r in ("prefill", "decode")}
     try:
-        cfg = mc.normalize(user, env, [{"motor_deploy_config": deploy}, engine])
-    except mc.MotorConfigError:
+        cfg = normalize(user, env, [{"motor_deploy_config": deploy}, engine])
+    except MotorConfigError:
         assume(False)
         return
     hosts = {f"n{i}": {"motor_host_ip": f"10.4.0.{i + 1}", "motor_nic": "eth0",

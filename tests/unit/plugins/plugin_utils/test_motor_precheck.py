@@ -11,9 +11,11 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.filter.motor_precheck import motor_precheck
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config, motor_plan
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_precheck as mp
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_reconcile as mr
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import spec_digest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import PrecheckError, host_problems, host_settings, precheck
 
 SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
 HOSTS = {
@@ -42,7 +44,7 @@ DEFAULTS = {
 @pytest.fixture(scope="module")
 def plan():
     user = json.loads((SEED / "user_config.json").read_text())
-    return motor_plan.build_plan(motor_config.normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
+    return build_plan(normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
 
 
 def healthy_probe(plan, host):
@@ -55,12 +57,12 @@ def healthy_probe(plan, host):
         "listening": [22], "links": {}, "free_mb": 50000,
         "paths": {p: True for p in DEFAULTS["motor_service_engine_mounts"]
                   + [DEFAULTS["motor_service_hccn_tool"], "/mnt/weight"]},
-        "models": {m: "ok" for m in motor_plan.model_dirs(own)},
+        "models": {m: "ok" for m in model_dirs(own)},
     }
 
 
 def judge(plan, probes, overrides=None, hosts=("h1", "ctl")):
-    return mp.precheck(plan, list(hosts), probes, DEFAULTS, overrides or {})
+    return precheck(plan, list(hosts), probes, DEFAULTS, overrides or {})
 
 
 def probes_of(plan, **changes):
@@ -89,7 +91,7 @@ def test_parts_are_the_digests_the_role_settings_gave_before(plan):
               "mounts": result["hosts"]["h1"]["mounts_present"], "env_functions": DEFAULTS["motor_service_env_functions"],
               "extra_volumes": []}
     assert result["parts"][engine["name"]] == {
-        "image": "sha256:img", "spec": mr.spec_digest(engine),
+        "image": "sha256:img", "spec": spec_digest(engine),
         "shared": hashlib.sha256(json.dumps(shared, sort_keys=True).encode()).hexdigest()}
 
 
@@ -174,20 +176,20 @@ def test_links_of_multi_host_instances_only():
     probe = {"can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0"}, "images": [{"Id": "x"}],
              "npu_devices": [0, 1], "npu_health": {"0": "OK", "1": "OK"}, "npu_error": "", "links": {"0": "UP"},
              "paths": {"/usr/local/Ascend/driver": True, "/usr/local/Ascend/driver/tools/hccn_tool": True}}
-    settings = mp.host_settings(DEFAULTS, {})
+    settings = host_settings(DEFAULTS, {})
     single = {"instances": [{"job_name": "job-p0", "pods": [0]}], "containers": [container]}
     multi = {"instances": [{"job_name": "job-p0", "pods": [0, 1]}], "containers": [container]}
-    assert mp.host_problems("h1", [container], probe, settings, single) == []
-    assert mp.host_problems("h1", [container], probe, settings, multi) == [
+    assert host_problems("h1", [container], probe, settings, single) == []
+    assert host_problems("h1", [container], probe, settings, multi) == [
         "h1: NPU link 1: hccn_tool -i 1 -link -g says not read (fix: check the NPU network cabling and "
         "/etc/hccn.conf; a multi-host instance needs every link up)"]
-    assert mp.host_problems("h1", [container], probe, mp.host_settings(DEFAULTS, {"motor_service_check_links": "false"}),
+    assert host_problems("h1", [container], probe, host_settings(DEFAULTS, {"motor_service_check_links": "false"}),
                             multi) == []
 
 
 def test_a_missing_setting_is_named():
-    with pytest.raises(mp.PrecheckError, match="motor_service_hccn_tool"):
-        mp.host_settings({k: v for k, v in DEFAULTS.items() if k != "motor_service_hccn_tool"}, {})
+    with pytest.raises(PrecheckError, match="motor_service_hccn_tool"):
+        host_settings({k: v for k, v in DEFAULTS.items() if k != "motor_service_hccn_tool"}, {})
 
 
 def test_filter_reads_probes_and_own_settings_from_hostvars(plan):

@@ -7,8 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONTAINER_LABEL, HASH_LABEL, PARTS_LABEL, PLACEMENT_LABEL, PORTS_LABEL, SCALE_KEYS
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import change_table, reconcile, tier_steps
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.drain import drain_requests, drained_endpoints
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import READS, ROLE_SECTIONS, canonical_json, config_parts, container_hashes, sha256_hex, spec_digest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label, previous_placement
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils import motor_config, motor_plan, motor_reconcile as mr
 
 SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
 HOSTS = {
@@ -23,25 +30,25 @@ def make_plan(p=1, d=1, mutate=None):
     user["motor_deploy_config"].update(p_instances_num=p, d_instances_num=d)
     if mutate:
         mutate(user)
-    return motor_plan.build_plan(motor_config.normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
+    return build_plan(normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
 
 
 def parts_of(plan, image="sha256:img", shared="s1"):
-    return {c["name"]: {"image": image, "spec": mr.spec_digest(c), "shared": shared} for c in plan["containers"]}
+    return {c["name"]: {"image": image, "spec": spec_digest(c), "shared": shared} for c in plan["containers"]}
 
 
 def deployed(plan, parts, state="running", skip=()):
     """What Docker would list after a deploy of ``plan`` with ``parts``."""
-    hashes, labels = mr.container_hashes(plan, parts)
+    hashes, labels = container_hashes(plan, parts)
     out = {}
     for c in plan["containers"]:
         if c["name"] in skip:
             continue
         out.setdefault(c["host"], []).append({
             "Names": ["/" + c["name"]], "State": state,
-            "Labels": {mr.CONTAINER_LABEL: c["name"], "io.pymotor.role": c["role"], mr.HASH_LABEL: hashes[c["name"]],
-                       mr.PARTS_LABEL: labels[c["name"]], mr.PLACEMENT_LABEL: mr.placement_label(c),
-                       mr.PORTS_LABEL: ",".join(str(p) for p in c["ports"])}})
+            "Labels": {CONTAINER_LABEL: c["name"], "io.pymotor.role": c["role"], HASH_LABEL: hashes[c["name"]],
+                       PARTS_LABEL: labels[c["name"]], PLACEMENT_LABEL: placement_label(c),
+                       PORTS_LABEL: ",".join(str(p) for p in c["ports"])}})
     return out
 
 
@@ -51,7 +58,7 @@ def actions(result):
 
 def test_first_deploy_creates_everything_in_parallel():
     plan = make_plan()
-    result = mr.reconcile(plan, parts_of(plan), {})
+    result = reconcile(plan, parts_of(plan), {})
     assert {pair[0] for pair in actions(result).values()} == {"create"}
     assert {pair[1] for pair in actions(result).values()} == {"parallel"}
     assert sorted(n for names in result["start"].values() for n in names) == sorted(c["name"] for c in plan["containers"])
@@ -61,15 +68,15 @@ def test_first_deploy_creates_everything_in_parallel():
 def test_rerun_keeps_everything():
     plan = make_plan()
     parts = parts_of(plan)
-    result = mr.reconcile(plan, parts, deployed(plan, parts))
+    result = reconcile(plan, parts, deployed(plan, parts))
     assert result["changes"] == [] and result["start"] == {}
-    assert "no container changes" in mr.change_table(result)
+    assert "no container changes" in change_table(result)
 
 
 def test_stopped_containers_are_started_not_recreated():
     plan = make_plan()
     parts = parts_of(plan)
-    result = mr.reconcile(plan, parts, deployed(plan, parts, state="exited"))
+    result = reconcile(plan, parts, deployed(plan, parts, state="exited"))
     assert {pair[0] for pair in actions(result).values()} == {"start"}
     assert all(r["reason"] == "was exited" for r in result["changes"])
 
@@ -78,7 +85,7 @@ def test_decode_only_change_rolls_exactly_the_decode_instance():
     plan = make_plan()
     parts = parts_of(plan)
     changed = make_plan(mutate=lambda u: u["motor_engine_decode_config"]["engine_config"].update(max_num_seqs=17))
-    result = mr.reconcile(changed, parts_of(changed), deployed(plan, parts))
+    result = reconcile(changed, parts_of(changed), deployed(plan, parts))
     touched = {r["container"]: r for r in result["changes"]}
     assert set(touched) == {"mindie-motor-d0-0"}
     assert touched["mindie-motor-d0-0"]["mode"] == "rolling"
@@ -93,7 +100,7 @@ def test_coordinator_only_change_restarts_only_the_coordinator():
     def mutate(user):
         user.setdefault("motor_coordinator_config", {}).setdefault("timeout_config", {})["request_timeout"] = 77
     changed = make_plan(mutate=mutate)
-    result = mr.reconcile(changed, parts_of(changed), deployed(plan, parts))
+    result = reconcile(changed, parts_of(changed), deployed(plan, parts))
     assert [(r["container"], r["action"], r["mode"]) for r in result["changes"]] == [
         ("mindie-motor-coordinator", "recreate", "parallel")]
 
@@ -105,7 +112,7 @@ def test_controller_change_removes_engines_first():
     def mutate(user):
         user.setdefault("motor_controller_config", {}).setdefault("instance_config", {})["instance_heartbeat_timeout"] = 12
     changed = make_plan(mutate=mutate)
-    result = mr.reconcile(changed, parts_of(changed), deployed(plan, parts))
+    result = reconcile(changed, parts_of(changed), deployed(plan, parts))
     got = actions(result)
     assert got["mindie-motor-controller"] == ("recreate", "parallel")
     assert got["mindie-motor-p0-0"] == ("recreate", "first") and got["mindie-motor-d0-0"] == ("recreate", "first")
@@ -117,7 +124,7 @@ def test_controller_change_removes_engines_first():
 def test_image_change_names_the_image():
     plan = make_plan()
     parts = parts_of(plan)
-    result = mr.reconcile(plan, parts_of(plan, image="sha256:other"), deployed(plan, parts))
+    result = reconcile(plan, parts_of(plan, image="sha256:other"), deployed(plan, parts))
     reasons = {r["container"]: r["reason"] for r in result["changes"]}
     assert reasons["mindie-motor-kv-pool"] == "image changed"
     assert reasons["mindie-motor-p0-0"].startswith("image changed; restarts with")
@@ -127,7 +134,7 @@ def test_scale_out_leaves_existing_containers_untouched():
     plan = make_plan(p=1)
     parts = parts_of(plan)
     bigger = make_plan(p=2)
-    result = mr.reconcile(bigger, parts_of(bigger), deployed(plan, parts))
+    result = reconcile(bigger, parts_of(bigger), deployed(plan, parts))
     assert [(r["container"], r["action"], r["mode"]) for r in result["changes"]] == [
         ("mindie-motor-p1-0", "create", "parallel")]
 
@@ -136,7 +143,7 @@ def test_scale_in_drains_the_removed_prefill_instance():
     plan = make_plan(p=2)
     parts = parts_of(plan)
     smaller = make_plan(p=1)
-    result = mr.reconcile(smaller, parts_of(smaller), deployed(plan, parts))
+    result = reconcile(smaller, parts_of(smaller), deployed(plan, parts))
     assert [(r["container"], r["action"], r["mode"]) for r in result["changes"]] == [
         ("mindie-motor-p1-0", "remove", "drain")]
     drain = result["drain"]
@@ -146,9 +153,9 @@ def test_scale_in_drains_the_removed_prefill_instance():
     services = [{"Endpoint": f"tcp://{drain[0]['ip']}:{events + r}", "InstanceID": "vllm-prefill-1", "TenantID": "default",
                  "DPRank": r} for r in p1["dp_ranks"]]
     services.append({"Endpoint": "tcp://10.0.0.1:5557", "InstanceID": "vllm-prefill-0", "TenantID": "default", "DPRank": 0})
-    assert mr.drain_requests(drain, services) == [
+    assert drain_requests(drain, services) == [
         {"instance_id": "vllm-prefill-1", "dp_rank": r, "tenant_id": "default"} for r in p1["dp_ranks"]]
-    assert mr.drained_endpoints(drain, services[-1:]) == []
+    assert drained_endpoints(drain, services[-1:]) == []
 
 
 def test_multi_pod_instance_rolls_as_a_whole():
@@ -159,7 +166,7 @@ def test_multi_pod_instance_rolls_as_a_whole():
     parts = parts_of(plan)
     parts_changed = copy.deepcopy(parts)
     parts_changed["mindie-motor-d0-1"]["spec"] = "different"
-    result = mr.reconcile(plan, parts_changed, deployed(plan, parts))
+    result = reconcile(plan, parts_changed, deployed(plan, parts))
     assert len(result["rolling"]) == 1
     assert sorted(c["name"] for c in result["rolling"][0]["containers"]) == ["mindie-motor-d0-0", "mindie-motor-d0-1"]
     reasons = {r["container"]: r["reason"] for r in result["changes"]}
@@ -169,8 +176,8 @@ def test_multi_pod_instance_rolls_as_a_whole():
 def test_previous_placement_reads_labels_and_skips_garbage():
     plan = make_plan()
     existing = deployed(plan, parts_of(plan))
-    existing["h1"].append({"Names": ["/junk"], "Labels": {mr.PLACEMENT_LABEL: "{not json"}})
-    previous = mr.previous_placement(existing)
+    existing["h1"].append({"Names": ["/junk"], "Labels": {PLACEMENT_LABEL: "{not json"}})
+    previous = previous_placement(existing)
     p0 = next(c for c in plan["containers"] if c["name"] == "mindie-motor-p0-0")
     assert previous["mindie-motor-p0-0"] == {"host": "h1", "npu_ids": p0["npu_ids"], "port_map": p0["port_map"]}
     assert "junk" not in previous
@@ -182,21 +189,21 @@ def test_container_on_a_wrong_host_is_removed_and_created():
     existing = deployed(plan, parts)
     moved = existing["h1"].pop(0)
     existing.setdefault("h2", []).append(moved)
-    name = moved["Labels"][mr.CONTAINER_LABEL]
-    result = mr.reconcile(plan, parts, existing)
+    name = moved["Labels"][CONTAINER_LABEL]
+    result = reconcile(plan, parts, existing)
     rows = [(r["container"], r["host"], r["action"]) for r in result["changes"]]
     assert (name, "h2", "remove") in rows and (name, "h1", "create") in rows
 
 
-@pytest.mark.parametrize("key", mr.SCALE_KEYS)
+@pytest.mark.parametrize("key", SCALE_KEYS)
 def test_spec_digest_ignores_instance_counts(key):
     plan = make_plan()
     entry = copy.deepcopy(plan["containers"][0])
-    before = mr.spec_digest(entry)
+    before = spec_digest(entry)
     entry["user_config"]["motor_deploy_config"][key] = 99
-    assert mr.spec_digest(entry) == before
+    assert spec_digest(entry) == before
     entry["env"]["X"] = "1"
-    assert mr.spec_digest(entry) != before
+    assert spec_digest(entry) != before
 
 
 SETTINGS = {"image": "local/pymotor:1", "command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"], "job_id": "job",
@@ -208,10 +215,10 @@ SETTINGS = {"image": "local/pymotor:1", "command": ["bash", "-c", "source $CONFI
 def test_container_spec_of_an_engine_and_of_the_controller():
     plan = make_plan()
     parts = parts_of(plan)
-    result = mr.reconcile(plan, parts, {})
+    result = reconcile(plan, parts, {})
     by_name = {c["name"]: c for c in plan["containers"]}
     engine = next(c for c in plan["containers"] if c["role"] == "prefill")
-    spec = mr.container_spec(engine, result, SETTINGS)
+    spec = container_spec(engine, result, SETTINGS)
     assert "user_config" not in spec and spec["name"] == engine["name"]
     assert spec["devices"] == engine["devices"] and spec["env"]["ROLE"] == engine["env"]["ROLE"]
     assert spec["volumes"] == [
@@ -219,13 +226,13 @@ def test_container_spec_of_an_engine_and_of_the_controller():
         f"/var/log/pymotor/job/{engine['name']}:{engine['env'].get('MOTOR_LOG_ROOT_PATH', '/root/ascend/log')}:rw",
         "/mnt/weight:/mnt/weight:ro", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro",
         "/etc/hccn.conf:/etc/hccn.conf:ro", "/data:/data:ro"]
-    assert spec["labels"][mr.HASH_LABEL] == result["hashes"][engine["name"]]
-    assert spec["labels"][mr.PARTS_LABEL] == result["parts"][engine["name"]]
-    assert spec["labels"][mr.PLACEMENT_LABEL] == mr.placement_label(engine)
-    assert spec["labels"][mr.PORTS_LABEL] == ",".join(str(p) for p in engine["ports"])
+    assert spec["labels"][HASH_LABEL] == result["hashes"][engine["name"]]
+    assert spec["labels"][PARTS_LABEL] == result["parts"][engine["name"]]
+    assert spec["labels"][PLACEMENT_LABEL] == placement_label(engine)
+    assert spec["labels"][PORTS_LABEL] == ",".join(str(p) for p in engine["ports"])
     assert spec["log_options"] == {"max-size": "100m", "max-file": "5"}
     controller = by_name[next(n for n, c in by_name.items() if c["role"] == "controller")]
-    control_spec = mr.container_spec(controller, result, SETTINGS)
+    control_spec = container_spec(controller, result, SETTINGS)
     assert not any(v.startswith("/usr/local/Ascend") for v in control_spec["volumes"])
     assert control_spec["devices"] == [] and control_spec["volumes"][-1] == "/data:/data:ro"
 
@@ -241,11 +248,11 @@ def test_config_parts_match_the_jinja_digest_of_the_shared_settings():
                    "restart_policy": "unless-stopped", "log": ["/var/log/pymotor", "100m", "5"],
                    "weight_dir": "/mnt/weight", "mounts": ["/etc/hccn.conf"], "extra_volumes": [],
                    "env_functions": {"engine.sh": ["set_prefill_env", "set_decode_env"], "common.sh": ["set_common_env"]}}
-    parts = mr.config_parts(plan["containers"], "sha256:img", shared_spec)
+    parts = config_parts(plan["containers"], "sha256:img", shared_spec)
     jinja_shared = hashlib.sha256(to_json(shared_spec, sort_keys=True).encode("utf-8")).hexdigest()
     assert set(parts) == {c["name"] for c in plan["containers"]}
     for c in plan["containers"]:
-        assert parts[c["name"]] == {"image": "sha256:img", "shared": jinja_shared, "spec": mr.spec_digest(c)}
+        assert parts[c["name"]] == {"image": "sha256:img", "shared": jinja_shared, "spec": spec_digest(c)}
 
 
 @pytest.mark.parametrize("hosts_by_tier, steps", [
@@ -258,11 +265,11 @@ def test_config_parts_match_the_jinja_digest_of_the_shared_settings():
 def test_tier_steps_merge_consecutive_tiers_of_one_host(hosts_by_tier, steps):
     plan = {"containers": [{"name": f"c{t}{i}", "tier": t, "host": h}
                            for t, hosts in hosts_by_tier.items() for i, h in enumerate(hosts)]}
-    assert mr.tier_steps(plan) == steps
+    assert tier_steps(plan) == steps
 
 
 def test_seed_plan_starts_the_control_plane_in_one_step():
-    assert mr.reconcile(make_plan(), parts_of(make_plan()), {})["tier_steps"] == [[0, 1], [2]]
+    assert reconcile(make_plan(), parts_of(make_plan()), {})["tier_steps"] == [[0, 1], [2]]
 
 
 def test_spec_digest_leaves_its_input_alone_and_masks_like_a_deep_copy():
@@ -272,11 +279,11 @@ def test_spec_digest_leaves_its_input_alone_and_masks_like_a_deep_copy():
     entry = plan["containers"][0]
     before = json.dumps(entry, sort_keys=True)
     masked = copy.deepcopy(entry)
-    for key in mr.SCALE_KEYS:
+    for key in SCALE_KEYS:
         masked["user_config"]["motor_deploy_config"].pop(key, None)
-    reads = mr.READS[entry["role"]]
-    masked["user_config"] = {k: v for k, v in masked["user_config"].items() if k not in mr.ROLE_SECTIONS or k in reads}
-    assert mr.spec_digest(entry) == mr._sha(mr._canonical(masked))
+    reads = READS[entry["role"]]
+    masked["user_config"] = {k: v for k, v in masked["user_config"].items() if k not in ROLE_SECTIONS or k in reads}
+    assert spec_digest(entry) == sha256_hex(canonical_json(masked))
     assert json.dumps(entry, sort_keys=True) == before
 
 
@@ -286,7 +293,7 @@ def test_configmaps_inject_the_own_role_functions_and_write_nice_json():
     plan = make_plan()
     functions = {"common.sh": ["set_common_env"], "engine.sh": ["set_prefill_env", "set_decode_env"]}
     engine = next(c for c in plan["containers"] if c["role"] == "decode")
-    (out,) = mr.configmaps([engine], functions)
+    (out,) = configmaps([engine], functions)
     assert out["name"] == engine["name"] and out["path"] == engine["configmap_path"]
     assert out["functions"] == {"common.sh": {"set_common_env": engine["env"]},
                                 "engine.sh": {"set_prefill_env": {}, "set_decode_env": engine["env"]}}

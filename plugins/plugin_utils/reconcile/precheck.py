@@ -1,21 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""The host prechecks of a deploy, judged on the controller: pure functions, no I/O.
+"""The host prechecks of a deploy, judged on the controller from what motor_host_probe read (no I/O).
 
-Inputs are the plan, what the read-only discovery before planning read on every host
-(pymotor.ascend.motor_host_probe: Docker, the image, the job's containers, NPUs and their health, listening ports,
-NPU links, paths, model directories, free disk) and the role settings as each host sees them. Output per host: the
-problems (each "<host>: <check>: <what> (fix: <how>)", all of them at once), the image id, the engine mounts
-present and the config hash parts of its containers (motor_reconcile combines them on the controller).
+One Problem per finding, ``<host>: <check>: <what> (fix: <how>)``, all of them at once.
 """
 
 from __future__ import annotations
 
 import re
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_plan import model_dirs, truthy, weight_dir
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.motor_reconcile import config_parts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import PORTS_LABEL
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import truthy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_user_config, weight_dir
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import config_parts, shared_spec
+
 
 # The role variables a host's view of the settings is made of (short name -> variable); inventory host and group
 # variables of that name override the controller's value for that host, like they do for the discovery.
@@ -141,7 +140,7 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
     for own in probe.get("containers") or []:
         if not str(own.get("Status") or "").startswith("Up"):
             continue
-        label = (own.get("Labels") or {}).get("io.pymotor.ports") or ""
+        label = (own.get("Labels") or {}).get(PORTS_LABEL) or ""
         allowed.update(int(p) for p in label.split(",") if p)
         allowed.update(p for c in containers if c["name"] == _container_name(own) for p in c.get("ports") or [])
     for port in probe.get("listening") or []:
@@ -165,26 +164,6 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         problem("disk", "%s MiB free for logs under %s, need %s" % need,
                 "free disk space or set motor_service_log_root")
     return out
-
-
-def plan_user_config(plan: dict) -> dict:
-    """The user_config of the plan (every entry carries the same one, instance counts aside)."""
-    containers = plan.get("containers") or []
-    return (containers[0].get("user_config") or {}) if containers else {}
-
-
-def shared_spec(settings: dict, mounts: list, plan: dict) -> dict:
-    """The role settings every container of a host shares (one part of each container's config hash)."""
-    return {
-        "image": settings["image"],
-        "command": settings["command"],
-        "restart_policy": settings["restart_policy"],
-        "log": [settings["log_root"], settings["log_max_size"], settings["log_max_file"]],
-        "weight_dir": weight_dir(plan_user_config(plan)),
-        "mounts": mounts,
-        "env_functions": settings["env_functions"],
-        "extra_volumes": settings["extra_volumes"],
-    }
 
 
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:

@@ -1,0 +1,164 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The problem collector of the validation (paths, override provenance) and its typed accessors."""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import ENGINE_CONFIG_PATH_RE
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem, ProblemsError
+
+
+MISSING = object()
+
+
+class MotorConfigError(ProblemsError):
+    """Raised when a configuration has errors; ``.problems`` lists every one of them."""
+
+
+class Context:
+    """Collects errors and warnings; tags paths that came from an override."""
+
+    def __init__(self, overridden):
+        self.errors = []
+        self.warnings = []
+        self.overridden = overridden
+
+    def _origin(self, path):
+        # The path itself or an ancestor (a replaced list or dict) may come from an override.
+        for candidate in [path] + _ancestors(path):
+            if candidate in self.overridden:
+                return self.overridden[candidate]
+        return None
+
+    def _problem(self, path, message, hint):
+        index = self._origin(path)
+        if index is not None:
+            message = "%s (set by override %d)" % (message, index)
+        return Problem(path, message, hint)
+
+    def error(self, path, message, hint=""):
+        """Record an error."""
+        self.errors.append(self._problem(path, message, hint))
+
+    def warn(self, path, message, hint=""):
+        """Record a warning."""
+        self.warnings.append(self._problem(path, message, hint))
+
+
+def _ancestors(path):
+    cuts = [i for i, char in enumerate(path) if char in ".[" and i > 0]
+    return [path[:i] for i in reversed(cuts)]
+
+
+def join_path(path, key):
+    if isinstance(key, int):
+        return "%s[%d]" % (path, key)
+    return "%s.%s" % (path, key) if path else str(key)
+
+
+def canonical_key(key):
+    return str(key).replace("-", "_")
+
+
+def canonical_path(path):
+    """Spell the engine_config key of a path with underscores, as the normalized config does."""
+    return ENGINE_CONFIG_PATH_RE.sub(lambda m: m.group(1) + canonical_key(m.group(2)), path)
+
+
+def is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def describe(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean %s" % json.dumps(value)
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "string %s" % json.dumps(value, ensure_ascii=False)
+    # by kind, not type(value).__name__: values from Ansible variables are subclasses such as _AnsibleTaggedFloat
+    kind = "int" if isinstance(value, int) else "float" if isinstance(value, float) else type(value).__name__
+    return "%s %r" % (kind, value)
+
+
+def dict_or_none(ctx, parent, key, path, required=False, hint=""):
+    """Return ``parent[key]`` if it is an object; report a wrong type or a missing key."""
+    value = parent.get(key, MISSING) if isinstance(parent, dict) else MISSING
+    if value is MISSING:
+        if required:
+            ctx.error(path, "missing required object", hint or "add it")
+        return None
+    if not isinstance(value, dict):
+        ctx.error(path, "expected an object, got %s" % describe(value), hint or "use a JSON object {...}")
+        return None
+    return value
+
+
+def int_in(ctx, parent, key, path, low, high=None, hint="", default=MISSING):
+    """Return an integer within [low, high] or None (after reporting why)."""
+    value = parent.get(key, default)
+    if value is MISSING:
+        return None
+    if not is_int(value):
+        ctx.error(path, "expected an integer, got %s" % describe(value), hint or "write a plain JSON integer")
+        return None
+    if value < low or (high is not None and value > high):
+        bounds = "in %d..%d" % (low, high) if high is not None else ">= %d" % low
+        ctx.error(path, "%d is out of range: must be %s" % (value, bounds), hint or "use a value %s" % bounds)
+        return None
+    return value
+
+
+def str_or_none(ctx, parent, key, path, required=False, hint=""):
+    value = parent.get(key, MISSING)
+    if value is MISSING:
+        if required:
+            ctx.error(path, "missing required string", hint or "add it")
+        return None
+    if not isinstance(value, str):
+        ctx.error(path, "expected a string, got %s" % describe(value), hint or "quote the value")
+        return None
+    return value
+
+
+def suggest(key, known):
+    matches = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.75)
+    return matches[0] if matches else None
+
+
+def warn_unknown_keys(ctx, mapping, known, path, what):
+    for key in mapping:
+        if key in known:
+            continue
+        guess = suggest(key, known)
+        hint = "did you mean '%s'?" % guess if guess else "check the spelling or remove it"
+        ctx.warn(join_path(path, key), "unknown %s key, ignored by PyMotor" % what, hint)
+
+
+def load_json_text(text, name):
+    """Parse JSON text; on a syntax error raise MotorConfigError naming line and column."""
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode("utf-8")
+    if not isinstance(text, str):
+        raise MotorConfigError([Problem(name, "expected JSON text, got %s" % describe(text), "pass a string")])
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MotorConfigError([Problem(name, "invalid JSON at line %d column %d: %s" % (exc.lineno, exc.colno, exc.msg),
+                                        "fix the JSON syntax")]) from None
+    if not isinstance(value, dict):
+        raise MotorConfigError([Problem(name, "expected a JSON object, got %s" % describe(value),
+                                        "the file must contain {...}")])
+    return value

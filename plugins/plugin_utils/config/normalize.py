@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Validate and normalize a PyMotor ``user_config.json`` / ``env.json`` pair (the motor_config filter).
+
+Pure Python (no I/O, no Ansible imports). The contract (output keys, error format, paths) is described in
+``docs/design.md`` ("Contract of motor_config"). Every problem is collected, then raised at once as
+``MotorConfigError``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import Context, MotorConfigError, describe
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.deploy import (
+    check_deploy,
+    check_top_level,
+    detect_mode,
+)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.engines import (
+    check_engine,
+    check_models_agree,
+    check_transfer,
+)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.env import normalize_env, role_env
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.kv import (
+    check_kv_conductor,
+    check_kv_events,
+    check_kv_pool,
+    check_scheduler,
+    derive_prefill_kv_event_config,
+)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.overrides import apply_overrides
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.ports import check_ports
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import VERSION
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import HARDWARE_NPUS, format_problem
+
+
+def _build_output(uc, mode, deploy_info, engines, affinity, kv_events, kv_pool, kv_conductor, env, ctx):
+    hardware, job_id = deploy_info[1], deploy_info[2]
+    return {
+        "version": VERSION,
+        "mode": mode,
+        "job_id": job_id,
+        "hardware_type": hardware,
+        "npus_per_host": HARDWARE_NPUS.get(hardware),
+        "user_config": uc,
+        "engines": {role: engine for role, engine in engines.items() if engine is not None},
+        "affinity": affinity,
+        "kv_events": kv_events,
+        "kv_pool": kv_pool,
+        "kv_conductor": kv_conductor,
+        "env": env[0],
+        "env_config": env[1],
+        "overridden": dict(sorted(ctx.overridden.items())),
+        "warnings": [format_problem(problem) for problem in ctx.warnings],
+    }
+
+
+def normalize(user_config, env_config=None, overrides=None):
+    """Validate and normalize a PyMotor configuration.
+
+    :param user_config: parsed ``user_config.json`` (dict).
+    :param env_config: parsed ``env.json`` (dict) or None.
+    :param overrides: optional list of dicts deep-merged onto user_config first
+        (dicts merge, lists and scalars replace, None deletes).
+    :returns: the normalized configuration described in docs/design.md.
+    :raises MotorConfigError: listing every problem found.
+    """
+    overridden = {}
+    ctx = Context(overridden)
+    merged, record = apply_overrides(ctx, user_config, overrides)
+    overridden.update(record)
+    if not isinstance(merged, dict):
+        ctx.error("user_config", "expected an object, got %s" % describe(merged), "user_config.json is a JSON object")
+        raise MotorConfigError(ctx.errors, ctx.warnings)
+    uc = copy.deepcopy(merged)
+    check_top_level(ctx, uc)
+    deploy_info = check_deploy(ctx, uc)
+    mode = detect_mode(ctx, uc, deploy_info[0])
+    roles = ("union",) if mode == "pd_hybrid" else ("prefill", "decode")
+    engines = {role: check_engine(ctx, uc, role, deploy_info[0], deploy_info[1]) for role in roles}
+    check_models_agree(ctx, engines)
+    check_transfer(ctx, uc, engines)
+    check_ports(ctx, uc, engines)
+    kv_pool = check_kv_pool(ctx, uc, engines)
+    affinity = check_scheduler(ctx, uc, mode)
+    events = check_kv_events(ctx, uc, engines) if affinity else None
+    kv_conductor = check_kv_conductor(ctx, uc, affinity, kv_pool)
+    if events is not None:
+        derive_prefill_kv_event_config(ctx, uc, events, kv_conductor)
+    env_config_out = normalize_env(ctx, env_config)
+    lead = engines.get("union") or engines.get("prefill") or {}
+    automatic = {"ENGINE_TYPE": lead.get("engine_type"), "MODEL_NAME": lead.get("served_model_name"),
+                 "SERVICE_ID": deploy_info[2]}
+    env = role_env(ctx, env_config_out, {key: value for key, value in automatic.items() if value is not None})
+    if ctx.errors:
+        raise MotorConfigError(ctx.errors, ctx.warnings)
+    return _build_output(uc, mode, deploy_info, engines, affinity, events and events["summary"], kv_pool,
+                         kv_conductor, (env, env_config_out), ctx)

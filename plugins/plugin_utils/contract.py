@@ -1,0 +1,156 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The contract every phase shares: hardware, default ports, roles, labels, the job_id rule and ``Problem``.
+
+Each fact lives here once; config/, plan/, reconcile/ and operations/ import it (docs/design.md, "Layout").
+Pure data and tiny pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+# --------------------------------------------------------------------------------------------------
+# Hardware: NPUs per host (Atlas 800I A2: 8 NPUs; 800I A3: 16 NPU dies, used in die pairs).
+HARDWARE_NPUS = {"800I_A2": 8, "800I_A3": 16}
+
+# Inventory groups.
+ENGINE_GROUP = "motor_engine_hosts"
+CONTROL_GROUP = "motor_control_hosts"
+
+# --------------------------------------------------------------------------------------------------
+# Roles.
+# The engine roles the bare-metal plan places (PyMotor's prefill, decode, and union of PD-hybrid).
+PLANNED_ENGINE_ROLES = ("prefill", "decode", "union")
+# Every engine role PyMotor knows (encode too: a container of it, from a newer deploy, restarts like an engine).
+ENGINE_ROLES = PLANNED_ENGINE_ROLES + ("encode",)
+# Engine roles whose DP ranks publish KV events to the KV conductor (KV-cache affinity).
+PUBLISHING_ROLES = ("prefill", "union")
+CONTROL_ROLES = ("kv_pool", "controller", "coordinator", "kv_conductor")
+# Start order: KV pool, then the control plane, then the engines (each tier up on every host before the next).
+TIER_KV_POOL = 0
+TIER_CONTROL = 1
+TIER_ENGINE = 2
+# Display and stop order of the roles (status tables: control plane first).
+ROLE_ORDER = {"kv_pool": 0, "controller": 1, "coordinator": 2, "kv_conductor": 3, "prefill": 4, "decode": 5,
+              "union": 6}
+# Container name letter of an engine role: <job_id>-<letter><instance>-<pod>.
+ROLE_LETTER = {"prefill": "p", "decode": "d", "union": "u"}
+# motor_deploy_config keys per engine role: (instances, pods per instance, NPUs per pod).
+DEPLOY_KEYS = {
+    "prefill": ("p_instances_num", "single_p_instance_pod_num", "p_pod_npu_num"),
+    "decode": ("d_instances_num", "single_d_instance_pod_num", "d_pod_npu_num"),
+    "union": ("hybrid_instances_num", "single_hybrid_instance_pod_num", "hybrid_pod_npu_num"),
+}
+# The instance counts: scaling changes only these, so they are no part of any config hash.
+SCALE_KEYS = ("p_instances_num", "d_instances_num", "hybrid_instances_num", "e_instances_num")
+# user_config section of an engine role.
+ENGINE_SECTIONS = {
+    "prefill": "motor_engine_prefill_config",
+    "decode": "motor_engine_decode_config",
+    "union": "motor_engine_union_config",
+}
+
+# --------------------------------------------------------------------------------------------------
+# Default ports (host networking: the plan moves a port up to the next free one when it is taken).
+PORT_MIN = 1024  # the plan binds nothing privileged
+PORT_MAX = 65535
+# PyMotor's coordinator defaults (motor/config/coordinator.py): inference, management, observability.
+COORDINATOR_INFER_PORT = 1025
+COORDINATOR_MGMT_PORT = 1026
+COORDINATOR_OBS_PORT = 1027
+# The coordinator's worker metaserver ports start here, one per inference worker (PyMotor's defaults).
+METASERVER_BASE_PORT = 12000
+NUM_WORKERS = 4
+# The controller's PyMotor defaults (1026/1027) collide with the coordinator's on one host: remapped to 2026/2027.
+CONTROLLER_API_PORT = 2026
+CONTROLLER_OBS_PORT = 2027
+# Node managers: PyMotor's 1026 moved per role so that a prefill and a decode pod can share a host.
+NODE_MANAGER_PORT = {"prefill": 3026, "decode": 4026, "union": 4026}
+# An engine pod binds 2 ports per local DP rank from here (service + management endpoint of each rank).
+ENGINE_BASE_PORT = 10000
+# vLLM's data_parallel_rpc_port default; all pods of an instance must agree on it.
+DP_RPC_PORT = 9000
+# vLLM's KV-event publisher default (tcp://*:5557); each DP rank binds base + rank.
+KV_EVENTS_PORT = 5557
+# Mooncake master (kv_cache_pool_config.port) as PyMotor's kv_pool startup script starts it.
+KV_POOL_PORT = 50088
+# mooncake_master's metrics port: not configurable in PyMotor's startup script, always bound.
+KV_POOL_METRICS_PORT = 9003
+# Mooncake conductor HTTP server (kv_conductor_config.http_server_port) as PyMotor defaults it.
+CONDUCTOR_PORT = 13333
+# Lowest kv_port of the Mooncake transfer engine per hardware type, derived: Ascend's AscendDirectTransport picks
+# random ports in [20000, 20000 + NPUs per host x 1000) (reference ascend.md), so kv_port (kv_port + i for each NPU of
+# the pod) starts above that range: 28000 on A2, 36000 on A3.
+ASCEND_DIRECT_PORT_BASE = 20000
+ASCEND_DIRECT_PORTS_PER_NPU = 1000
+KV_PORT_FLOOR = {hw: ASCEND_DIRECT_PORT_BASE + npus * ASCEND_DIRECT_PORTS_PER_NPU for hw, npus in HARDWARE_NPUS.items()}
+
+# --------------------------------------------------------------------------------------------------
+# Paths and PyMotor defaults.
+# motor_deploy_config.weight_mount_path default (PyMotor's deployer mounts the weights there).
+WEIGHT_MOUNT_PATH = "/mnt/weight"
+# kv_cache_pool_config.default_kv_lease_ttl default in ms (PyMotor's kv_pool / Mooncake master lease).
+KV_LEASE_TTL = 11000
+# Root of the config directories (CONFIGMAP_PATH) on the hosts, when motor_config_root is not set.
+CONFIG_ROOT = "/etc/pymotor"
+# Where PyMotor reads its packaged conf inside the image.
+CONFIG_PATH = "/usr/local/Ascend/pyMotor/conf"
+# MOTOR_LOG_ROOT_PATH default inside the containers (the host's log directory is mounted there).
+CONTAINER_LOG_PATH = "/root/ascend/log"
+
+# --------------------------------------------------------------------------------------------------
+# Container labels (the hosts' Docker is the only state: the next run reads them back).
+JOB_LABEL = "io.pymotor.job"
+ROLE_LABEL = "io.pymotor.role"
+CONTAINER_LABEL = "io.pymotor.container"
+PORTS_LABEL = "io.pymotor.ports"  # every port the container binds, so a precheck never blames its own containers
+HASH_LABEL = "io.pymotor.config-hash"  # must equal plugins/module_utils/motor_start.py HASH_LABEL (host side)
+PARTS_LABEL = "io.pymotor.config-parts"  # which part of the hash changed: the reason a container restarts
+PLACEMENT_LABEL = "io.pymotor.placement"  # NPUs and ports: the next plan keeps the container where it is
+
+# --------------------------------------------------------------------------------------------------
+# The job_id rule: PyMotor uses job_id as the Kubernetes namespace of a job, an RFC 1123 DNS label (1-63 lowercase
+# letters, digits and '-'); here it prefixes container names, label values and the config and log directories.
+JOB_ID_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+JOB_ID_PATH = "motor_deploy_config.job_id"
+
+
+class Problem(NamedTuple):
+    """One problem: where, what, and how to fix it; ``str()`` is the one format ``<path>: <what> (<hint>)``."""
+
+    path: str
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.path}: {self.message} ({self.hint})"
+        return f"{self.path}: {self.message}"
+
+
+def format_problem(problem) -> str:
+    """A problem (or a (path, message, hint) triple) in the one format."""
+    return str(Problem(*problem))
+
+
+class ProblemsError(Exception):
+    """Problems that stop a phase; ``problems`` lists every one of them, ``str()`` one per line."""
+
+    def __init__(self, problems, warnings=None):
+        self.problems = list(problems)
+        self.warnings = list(warnings or [])
+        super().__init__(str(self))
+
+    def __str__(self):
+        return "\n".join(format_problem(p) for p in self.problems)
+
+
+def job_id_problem(job_id, shown=None):
+    """The problem with a job_id (None when it follows the rule). ``shown``: how to show the value."""
+    if isinstance(job_id, str) and JOB_ID_RE.match(job_id):
+        return None
+    return Problem(JOB_ID_PATH, f"{shown or repr(job_id)} cannot prefix container names: not a DNS label",
+                   "use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit")

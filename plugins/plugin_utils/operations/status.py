@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""status.yml: one row per container from docker inspect."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
+    CONTAINER_LABEL,
+    PORTS_LABEL,
+    ROLE_LABEL,
+    ROLE_ORDER,
+)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key, render_table
+
+
+def parse_time(text):
+    if not text or str(text).startswith("0001-"):
+        return None
+    match = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)?", str(text))
+    if not match:
+        return None
+    stamp = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S")
+    zone = match.group(2)
+    if zone and zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        hours, minutes = int(zone[1:3]), int(zone[4:6])
+        from datetime import timedelta
+        stamp -= sign * timedelta(hours=hours, minutes=minutes)
+    return stamp.replace(tzinfo=timezone.utc)
+
+
+def human_duration(seconds) -> str:
+    seconds = int(max(0, seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+def npus_of(devices) -> str:
+    ids = []
+    for device in devices or []:
+        path = device.get("PathOnHost", "") if isinstance(device, dict) else str(device).split(":", maxsplit=1)[0]
+        match = re.search(r"/dev/davinci(\d+)$", path)
+        if match:
+            ids.append(int(match.group(1)))
+    return ",".join(str(i) for i in sorted(ids))
+
+
+def container_row(host: str, info: dict, now=None) -> dict:
+    """One status row from ``docker inspect`` output (as returned by community.docker.docker_container_info)."""
+    info = info or {}
+    state = info.get("State") or {}
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    now_dt = parse_time(now) or datetime.now(timezone.utc)
+    uptime = ""
+    if state.get("Running"):
+        started = parse_time(state.get("StartedAt"))
+        if started:
+            uptime = human_duration((now_dt - started).total_seconds())
+    status = state.get("Status") or ("running" if state.get("Running") else "unknown")
+    if not state.get("Running") and state.get("ExitCode") not in (None, 0):
+        status = f"{status}({state.get('ExitCode')})"
+    return {
+        "host": host,
+        "role": labels.get(ROLE_LABEL, ""),
+        "container": labels.get(CONTAINER_LABEL) or str(info.get("Name", "")).lstrip("/"),
+        "state": status,
+        "uptime": uptime,
+        "restarts": info.get("RestartCount", 0),
+        "ports": labels.get(PORTS_LABEL, ""),
+        "npus": npus_of((info.get("HostConfig") or {}).get("Devices")),
+        "image": str(info.get("Image", "")),
+    }
+
+
+STATUS_COLUMNS = [("host", "HOST"), ("role", "ROLE"), ("container", "CONTAINER"), ("state", "STATE"),
+                  ("uptime", "UPTIME"), ("restarts", "RESTARTS"), ("ports", "PORTS"), ("npus", "NPUS")]
+
+
+def status_rows(per_host: dict, now=None) -> list:
+    """``{host: [inspect, ...]}`` -> rows sorted by role order, then container name."""
+    rows = [container_row(host, info, now) for host, infos in (per_host or {}).items() for info in infos or []]
+    return sorted(rows, key=lambda r: (ROLE_ORDER.get(r["role"], 9), natural_key(r["container"]), r["host"]))
+
+
+def status_table(rows) -> str:
+    if not rows:
+        return "no container of this job on the hosts"
+    return render_table(rows, STATUS_COLUMNS)

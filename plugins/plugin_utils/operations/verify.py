@@ -1,0 +1,160 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""verify.yml: the observations of a deployed job judged against its plan."""
+
+from __future__ import annotations
+
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import status_ok
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
+
+
+def http_results(results) -> dict:
+    """A ``uri`` loop's ``results`` -> ``{key: {status, json}}``; key = the item's ``name``, or for an item
+    ``[container, endpoint]`` (``subelements('endpoints')``) ``<container name>/<dp_rank>``."""
+    out = {}
+    for result in results or []:
+        item = result.get("item")
+        if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], dict):
+            key = f"{item[0].get('name')}/{(item[1] or {}).get('dp_rank')}"
+        elif isinstance(item, dict):
+            key = str(item.get("name"))
+        else:
+            key = str(item)
+        body = result.get("json")
+        out[key] = {"status": result.get("status", -1), "json": body if body is not None else {}}
+    return out
+
+
+def _check(name, target, ok, detail=""):
+    return {"check": name, "target": target, "ok": bool(ok), "detail": str(detail)}
+
+
+def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
+    """Judge what playbooks/verify.yml observed. ``raw`` keys (all optional):
+
+    - ``containers``: ``{name: {exists, running, image, restarts, status}}`` and ``image_ids``: ``{host: id}``
+    - ``controller``, ``coordinator``: ``{status, json}`` of their /readiness
+    - ``node_managers``: ``{container: {status, json}}``; ``engines``: ``{"<container>/<dp_rank>": {status, json}}``
+    - ``services``: conductor ``GET /services`` JSON; ``inference``: ``{status}``
+    - ``probe``: the probe script output; ``kv_format``: ``kv_format_verdict`` output
+    Returns ``{job_id, passed, checks, containers, affinity, kv_events, kv_format}``."""
+    raw = raw or {}
+    checks = []
+    containers = []
+    image_ids = raw.get("image_ids") or {}
+    seen = raw.get("containers") or {}
+    for c in plan.get("containers", []):
+        got = seen.get(c["name"]) or {}
+        want_image = image_ids.get(c["host"]) or ""
+        image_ok = bool(want_image) and got.get("image") == want_image
+        ok = bool(got.get("exists")) and bool(got.get("running")) and image_ok
+        detail = ("missing" if not got.get("exists") else
+                  f"state {got.get('status')}" if not got.get("running") else
+                  "" if image_ok else f"image {str(got.get('image'))[:19]} is not the planned {want_image[:19] or '(image absent)'}")
+        checks.append(_check("container running with the planned image", f"{c['host']}/{c['name']}", ok, detail))
+        containers.append({"host": c["host"], "container": c["name"], "role": c["role"],
+                           "state": got.get("status") or ("missing" if not got.get("exists") else ""),
+                           "image_ok": image_ok, "restarts": got.get("restarts")})
+
+    for name in ("controller", "coordinator"):
+        if plan.get(name):
+            got = raw.get(name) or {}
+            checks.append(_check(f"{name} healthy", name, got.get("status") == 200, f"HTTP {got.get('status')}"))
+    coord = raw.get("coordinator") or {}
+    checks.append(_check("coordinator ready", "coordinator", (coord.get("json") or {}).get("ready") is True,
+                         (coord.get("json") or {}).get("message", "")))
+
+    for c in plan.get("containers", []):
+        if c.get("tier") != 2:
+            continue
+        got = (raw.get("node_managers") or {}).get(c["name"]) or {}
+        checks.append(_check("node manager status normal", c["name"],
+                             got.get("status") == 200 and status_ok(got.get("json")),
+                             f"HTTP {got.get('status')} {got.get('json')}"))
+        for ep in c.get("endpoints", []):
+            key = f"{c['name']}/{ep['dp_rank']}"
+            got = (raw.get("engines") or {}).get(key) or {}
+            checks.append(_check("engine status normal", key,
+                                 got.get("status") == 200 and status_ok(got.get("json")),
+                                 f"HTTP {got.get('status')} {got.get('json')}"))
+
+    expected = expected_kv_endpoints(plan)
+    if plan.get("affinity") and plan.get("kv_conductor") and expected:
+        services = (raw.get("services") or {}).get("services") or []
+        listed = {s.get("Endpoint") for s in services if isinstance(s, dict)}
+        missing = [e["endpoint"] for e in expected if e["endpoint"] not in listed]
+        checks.append(_check("conductor lists every prefill DP rank", "kv_conductor", not missing,
+                             f"{len(expected) - len(missing)}/{len(expected)} registered"
+                             + (f", missing {', '.join(missing)}" if missing else "")))
+
+    inference = raw.get("inference") or {}
+    checks.append(_check("inference request succeeds", "coordinator", inference.get("status") == 200,
+                         f"HTTP {inference.get('status')}"))
+
+    probe = raw.get("probe") or {}
+    kv_events = None
+    affinity = None
+    if expected:
+        per = probe.get("endpoints") or {}
+        stored = sum(int((per.get(e["endpoint"]) or {}).get("block_stored", 0)) for e in expected)
+        errors = sum(int((v or {}).get("decode_errors", 0)) for v in per.values())
+        kv_events = {"block_stored": stored, "decode_errors": errors, "seconds": probe.get("seconds"),
+                     "endpoints": {e["endpoint"]: per.get(e["endpoint"]) or {} for e in expected}}
+        checks.append(_check("KV events flowing (BlockStored received)", "prefill publishers",
+                             stored > 0 and not probe.get("error"),
+                             probe.get("error") or f"{stored} BlockStored from {len(expected)} publisher(s), "
+                             f"{errors} undecodable message(s)"))
+    if plan.get("affinity") and probe:
+        affinity = affinity_summary(probe)
+        checks.append(_check("affinity: shared-prefix prompts on one prefill instance", "coordinator",
+                             affinity["shared_ok"] == affinity["shared_total"] > 0
+                             and affinity["fraction"] >= min_affinity,
+                             f"{affinity['fraction'] * 100:.0f}% of {affinity['shared_total']} on "
+                             f"{affinity['target']} ({affinity['unrelated_ok']}/{affinity['unrelated_total']} "
+                             f"unrelated ok)"))
+        if affinity["longest_matched"] is not None:
+            series = affinity["longest_matched"]
+            checks.append(_check("affinity: /query longest_matched grows", "kv_conductor",
+                                 len(series) > 1 and series[-1] > series[0] and series[-1] > 0,
+                                 " -> ".join(str(v) for v in series)))
+    kv_format = raw.get("kv_format")
+    if kv_format:
+        checks.append(_check("KV event format readable by the conductor", "engine image",
+                             kv_format.get("compatible") is not False, kv_format.get("reason", "")))
+    return {"job_id": plan.get("job_id"), "passed": all(c["ok"] for c in checks), "checks": checks,
+            "containers": containers, "affinity": affinity, "kv_events": kv_events, "kv_format": kv_format}
+
+
+def affinity_summary(probe: dict) -> dict:
+    """From the probe's ``shared`` / ``unrelated`` request lists: fraction on the most common prefill target."""
+    shared = probe.get("shared") or []
+    unrelated = probe.get("unrelated") or []
+    targets = [r.get("target") for r in shared if r.get("status") == 200 and r.get("target")]
+    best, count = None, 0
+    for target in sorted(set(targets)):
+        if targets.count(target) > count:
+            best, count = target, targets.count(target)
+    total = len(shared)
+    return {"shared_total": total, "shared_ok": len([r for r in shared if r.get("status") == 200]),
+            "unrelated_total": len(unrelated), "unrelated_ok": len([r for r in unrelated if r.get("status") == 200]),
+            "target": best, "fraction": (count / total) if total else 0.0,
+            "targets": targets, "longest_matched": probe.get("longest_matched")}
+
+
+VERIFY_COLUMNS = [("result", "RESULT"), ("check", "CHECK"), ("target", "TARGET"), ("detail", "DETAIL")]
+
+
+def verify_table(report: dict) -> str:
+    rows = [dict(c, result="ok" if c["ok"] else "FAIL") for c in report.get("checks", [])]
+    lines = [render_table(rows, VERIFY_COLUMNS), ""]
+    if report.get("containers"):
+        lines.append(render_table(report["containers"], [("host", "HOST"), ("container", "CONTAINER"),
+                                                         ("role", "ROLE"), ("state", "STATE"),
+                                                         ("restarts", "RESTARTS")]))
+        lines.append("")
+    failed = len([c for c in report.get("checks", []) if not c["ok"]])
+    lines.append(f"job {report.get('job_id')}: {len(report.get('checks', [])) - failed} checks passed, {failed} failed")
+    return "\n".join(lines)

@@ -1,0 +1,237 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The plan entries: user_config copy with the planned ports, environment, devices and paths."""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
+    CONFIG_PATH,
+    CONFIG_ROOT,
+    KV_LEASE_TTL,
+    Problem,
+    TIER_CONTROL,
+    TIER_ENGINE,
+    TIER_KV_POOL,
+)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import ensure, env_str, json_copy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
+
+
+ENV_SECTION = {
+    "common": "motor_common_env",
+    "controller": "motor_controller_env",
+    "coordinator": "motor_coordinator_env",
+    "prefill": "motor_engine_prefill_env",
+    "decode": "motor_engine_decode_env",
+    "union": "motor_engine_union_env",
+    "kv_pool": "motor_kv_cache_pool_env",
+    "kv_conductor": "motor_kv_conductor_env",
+}
+
+
+ENGINE_SHM_SIZE = "4g"
+
+
+CONTROL_SHM_SIZE = "1g"
+
+
+MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+
+
+# environment variables the plan sets itself (env.json cannot override them)
+WIRING_ENV = (
+    "ROLE", "JOB_NAME", "POD_IP", "HOST_IP", "CONTROLLER_SERVICE", "COORDINATOR_SERVICE",
+    "KV_CONDUCTOR_SERVICE", "KVP_MASTER_SERVICE", "KV_POOL_PORT", "KV_POOL_EVICTION_HIGH_WATERMARK_RATIO",
+    "KV_POOL_EVICTION_RATIO", "DEFAULT_KV_LEASE_TTL", "CONFIGMAP_PATH", "CONFIG_PATH",
+    "ASCEND_RUNTIME_OPTIONS", "HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
+    "HCCL_SOCKET_IFNAME", "PYTHONHASHSEED",
+)
+
+
+class ContainerBuilder:
+    """The plan entries: per container its user_config copy with the planned ports, env, devices and paths."""
+
+    def _control_name(self, role):
+        return f"{self.job_id}-{role.replace('_', '-')}"
+
+    def _shared_user_config(self):
+        uc = json_copy(self.user_config)
+        ports = self.shared_ports
+        capi = ensure(uc, "motor_controller_config", "api_config")
+        capi["controller_api_port"] = ports["controller_api"]
+        capi["observability_api_port"] = ports["controller_obs"]
+        coord = ensure(uc, "motor_coordinator_config")
+        api = ensure(coord, "api_config")
+        api["coordinator_api_infer_port"] = ports["coordinator_infer"]
+        api["coordinator_api_mgmt_port"] = ports["coordinator_mgmt"]
+        api["coordinator_obs_port"] = ports["coordinator_obs"]
+        ensure(coord, "inference_workers_config")["worker_metaserver_base_port"] = ports["coordinator_metaserver"]
+        if "kv_pool" in ports:
+            ensure(uc, "kv_cache_pool_config")["port"] = ports["kv_pool"]
+        if "kv_conductor" in ports:
+            ensure(uc, "kv_conductor_config")["http_server_port"] = ports["kv_conductor"]
+        if self.events_role is not None:
+            endpoint = f"{ports['kv_events_prefix']}:{ports['kv_events']}"
+            replay = None
+            if "kv_events_replay" in ports:
+                replay = f"{ports['kv_events_replay_prefix']}:{ports['kv_events_replay']}"
+            kec = ensure(uc, self.engines[self.events_role]["section"], "engine_config", "kv_events_config")
+            kec["endpoint"] = endpoint
+            if replay is not None:
+                kec["replay_endpoint"] = replay
+            pkec = coord.get("prefill_kv_event_config")
+            if isinstance(pkec, dict) or self.affinity:
+                pkec = ensure(coord, "prefill_kv_event_config")
+                pkec["endpoint"] = endpoint
+                if replay is not None:
+                    pkec["replay_endpoint"] = replay
+                if "kv_conductor" in ports:
+                    pkec["http_server_port"] = ports["kv_conductor"]
+        return uc
+
+    def _env(self, role, host, name, job_name, extra):
+        env_all = self.config.get("env") or {}
+        env = {k: env_str(v) for k, v in (env_all.get(role) or env_all.get("common") or {}).items()}
+        ctrl_ip = self.control["controller"].ip
+        coord_ip = self.control["coordinator"].ip
+        wiring = {
+            "ROLE": role,
+            "JOB_NAME": job_name,
+            "POD_IP": host.ip,
+            "HOST_IP": host.ip,
+            "CONTROLLER_SERVICE": ctrl_ip,
+            "COORDINATOR_SERVICE": coord_ip,
+            "CONFIGMAP_PATH": f"{CONFIG_ROOT}/{self.job_id}/{name}",
+            "CONFIG_PATH": CONFIG_PATH,
+            "ASCEND_RUNTIME_OPTIONS": "NODRV",
+            "HCCL_IF_IP": host.ip,
+            "GLOO_SOCKET_IFNAME": host.nic,
+            "TP_SOCKET_IFNAME": host.nic,
+            "HCCL_SOCKET_IFNAME": host.nic,
+        }
+        wiring.update(extra)
+        env_config = self.config.get("env_config") or {}
+        sections = [ENV_SECTION[role]] + (["motor_engine_prefill_env"] if role == "union" else []) + ["motor_common_env"]
+        for key, value in wiring.items():
+            if key in env and env[key] != value:
+                section = next((s for s in sections if key in (env_config.get(s) or {})), ENV_SECTION[role])
+                msg = str(Problem(f"env_config.{section}.{key}", "is set by the deployment plan; the env.json value is ignored",
+                                  "remove it from env.json"))
+                if msg not in self._env_warned:
+                    self._env_warned.add(msg)
+                    self.warnings.append(msg)
+        env.update(wiring)
+        return {k: env[k] for k in sorted(env)}
+
+    def build_containers(self):
+        # serialised once, parsed once per container: every container owns its copy
+        shared = json.dumps(self._shared_user_config())
+        ports = self.shared_ports
+        pool_ip = self.control["kv_pool"].ip if "kv_pool" in self.control else None
+        conductor_ip = self.control["kv_conductor"].ip if "kv_conductor" in self.control else None
+        managers = [f"{d}:{d}:rwm" for d in MANAGER_DEVICES]
+        ipc_host = "host" if self.pool_on else None
+
+        def control(role, tier, port_map, extra, ipc_mode=None, needs_weights=False):
+            host = self.control[role]
+            name = self._control_name(role)
+            job_name = name
+            plist = []
+            for key, value in port_map.items():
+                if key == "metaserver" and value:
+                    plist.extend(range(value, value + ports["coordinator_num_workers"]))
+                elif value:
+                    plist.append(value)
+            self.containers.append({
+                "name": name, "host": host.name, "ip": host.ip, "role": role, "job_name": job_name,
+                "instance": None, "pod": None, "tier": tier, "npu_ids": [], "devices": [],
+                "dp_ranks": [], "endpoints": [],
+                "env": self._env(role, host, name, job_name, extra),
+                "ports": sorted(plist), "port_map": port_map,
+                "user_config": json.loads(shared),
+                "shm_size": None if ipc_mode == "host" else CONTROL_SHM_SIZE,
+                "ipc_mode": ipc_mode, "mounts_profile": "control", "needs_weights": needs_weights,
+                "configmap_path": f"{CONFIG_ROOT}/{self.job_id}/{name}",
+            })
+
+        control("controller", TIER_CONTROL, {"api": ports["controller_api"], "obs": ports["controller_obs"]}, {})
+        coord_extra = {}
+        if self.affinity and conductor_ip is not None:
+            coord_extra["KV_CONDUCTOR_SERVICE"] = conductor_ip
+        elif conductor_ip is not None:
+            self.warnings.append(str(Problem("kv_conductor_config.http_server_port",
+                                             "the KV conductor is deployed but scheduler_type is not kv_cache_affinity",
+                                             "set scheduler_type to kv_cache_affinity or remove http_server_port")))
+        control("coordinator", TIER_CONTROL,
+                {"infer": ports["coordinator_infer"], "mgmt": ports["coordinator_mgmt"], "obs": ports["coordinator_obs"],
+                 "metaserver": ports["coordinator_metaserver"]},
+                coord_extra, needs_weights=bool(coord_extra))
+        if conductor_ip is not None:
+            control("kv_conductor", TIER_CONTROL, {"http": ports["kv_conductor"]},
+                    {"KVP_MASTER_SERVICE": pool_ip} if pool_ip else {})
+        if pool_ip is not None:
+            control("kv_pool", TIER_KV_POOL, {"master": ports["kv_pool"], "metrics": ports["kv_pool_metrics"]}, {
+                "KVP_MASTER_SERVICE": pool_ip,
+                "KV_POOL_PORT": str(ports["kv_pool"]),
+                "KV_POOL_EVICTION_HIGH_WATERMARK_RATIO": env_str(self.kv_pool.get("eviction_high_watermark_ratio", "")),
+                "KV_POOL_EVICTION_RATIO": env_str(self.kv_pool.get("eviction_ratio", "")),
+                "DEFAULT_KV_LEASE_TTL": env_str(self.kv_pool.get("default_kv_lease_ttl", KV_LEASE_TTL)),
+            }, ipc_mode=ipc_host)
+        engine_extra = {"KVP_MASTER_SERVICE": pool_ip, "PYTHONHASHSEED": "0"} if pool_ip else {}
+        for pod in self.pods:
+            self.containers.append(self._engine_container(pod, shared, managers, engine_extra, ipc_host))
+        self.containers.sort(key=lambda c: (c["tier"], natural_key(c["name"])))
+
+    def _engine_container(self, pod, shared, managers, extra, ipc_mode):
+        role = pod["role"]
+        spec = self.engines[role]
+        host = pod["host"]
+        name = pod["name"]
+        uc = json.loads(shared)
+        section = ensure(uc, spec["section"])
+        nm_cfg = ensure(section, "motor_nodemanger_config")
+        ensure(nm_cfg, "api_config")["node_manager_port"] = pod["node_manager"]
+        ensure(nm_cfg, "endpoint_config")["base_port"] = pod["engine_base"]
+        engine_config = ensure(section, "engine_config")
+        old_rpc = engine_config.get("data_parallel_rpc_port")
+        engine_config["data_parallel_rpc_port"] = str(pod["dp_rpc"]) if isinstance(old_rpc, str) else pod["dp_rpc"]
+        plist = [pod["node_manager"], pod["dp_rpc"]]
+        plist.extend(range(pod["engine_base"], pod["engine_base"] + 2 * spec["dpl"]))
+        port_map = {"node_manager": pod["node_manager"], "engine_base": pod["engine_base"], "dp_rpc": pod["dp_rpc"]}
+        if pod["kv_port"] is not None:
+            target = engine_config
+            for key in spec["kv"]["path"]:
+                target = target[key]
+            old = target.get("kv_port")
+            target["kv_port"] = pod["kv_port"] if isinstance(old, int) and not isinstance(old, bool) else str(pod["kv_port"])
+            plist.extend(range(pod["kv_port"], pod["kv_port"] + spec["npus"]))
+            port_map["kv"] = pod["kv_port"]
+        if pod["kv_events"] is not None:
+            kec = ensure(engine_config, "kv_events_config")
+            prefix = spec["events"]["endpoint"][0]
+            kec["endpoint"] = f"{prefix}:{pod['kv_events']}"
+            plist.extend(pod["kv_events"] + r for r in pod["dp_ranks"])
+            port_map["kv_events"] = pod["kv_events"]
+            if pod["kv_events_replay"] is not None:
+                kec["replay_endpoint"] = f"{spec['events']['replay'][0]}:{pod['kv_events_replay']}"
+                plist.extend(pod["kv_events_replay"] + r for r in pod["dp_ranks"])
+                port_map["kv_events_replay"] = pod["kv_events_replay"]
+        endpoints = [
+            {"dp_rank": rank, "local_index": i, "service_port": pod["engine_base"] + 2 * i,
+             "mgmt_port": pod["engine_base"] + 2 * i + 1}
+            for i, rank in enumerate(pod["dp_ranks"])
+        ]
+        return {
+            "name": name, "host": host.name, "ip": host.ip, "role": role, "job_name": pod["job_name"],
+            "instance": pod["instance"], "pod": pod["pod"], "tier": TIER_ENGINE, "npu_ids": list(pod["npu_ids"]),
+            "devices": [f"/dev/davinci{n}:/dev/davinci{n}:rwm" for n in pod["npu_ids"]] + list(managers),
+            "dp_ranks": list(pod["dp_ranks"]), "endpoints": endpoints,
+            "env": self._env(role, host, name, pod["job_name"], extra),
+            "ports": sorted(plist), "port_map": port_map, "user_config": uc,
+            "shm_size": None if ipc_mode == "host" else ENGINE_SHM_SIZE,
+            "ipc_mode": ipc_mode, "mounts_profile": "engine", "needs_weights": True,
+            "configmap_path": f"{CONFIG_ROOT}/{self.job_id}/{name}",
+        }

@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""What is read off a plan: its table, the weights and model directories."""
+
+from __future__ import annotations
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import WEIGHT_MOUNT_PATH
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import compress_numbers, natural_key
+
+
+def strip_dir(path) -> str:
+    text = str(path or "")
+    return text.rstrip("/") or text
+
+
+def weight_dir(user_config: dict) -> str:
+    """Host directory of the model weights (motor_deploy_config.weight_mount_path, default /mnt/weight)."""
+    deploy = (user_config or {}).get("motor_deploy_config") or {}
+    return strip_dir(deploy.get("weight_mount_path") or WEIGHT_MOUNT_PATH)
+
+
+def _model_dir(user_config: dict, role: str) -> str:
+    if role == "coordinator":
+        section = ((user_config.get("motor_coordinator_config") or {}).get("prefill_kv_event_config") or {})
+        return strip_dir(section.get("model_path"))
+    return strip_dir(((user_config.get(f"motor_engine_{role}_config") or {}).get("engine_config") or {}).get("model"))
+
+
+def model_dirs(source) -> list:
+    """The model directories that must exist on a host: of the plan entries given (those that need the weights),
+    or of a whole normalized config (every engine role and the coordinator, before anything is planned)."""
+    if isinstance(source, dict):
+        user_config = source.get("user_config") or {}
+        pairs = [(user_config, role) for role in list(source.get("engines") or {}) + ["coordinator"]]
+    else:
+        pairs = [(c.get("user_config") or {}, c.get("role")) for c in source or [] if c.get("needs_weights")]
+    out = []
+    for user_config, role in pairs:
+        path = _model_dir(user_config, role)
+        if path and path not in out:
+            out.append(path)
+    return out
+
+
+def plan_table(plan: dict) -> str:
+    """The plan as a fixed-width text table: host, ip, container, role, NPUs, ports (one row per container)."""
+    header = ("HOST", "IP", "CONTAINER", "ROLE", "TIER", "NPUS", "PORTS")
+    rows = []
+    order = {name: i for i, name in enumerate(plan.get("hosts") or {})}
+    containers = sorted(plan.get("containers") or [],
+                        key=lambda c: (order.get(c["host"], len(order)), c["tier"], natural_key(c["name"])))
+    for cont in containers:
+        rows.append((cont["host"], cont.get("ip", ""), cont["name"], cont["role"], str(cont["tier"]),
+                     compress_numbers(cont.get("npu_ids") or []), compress_numbers(cont.get("ports") or [])))
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in [header] + rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    coord = plan.get("coordinator") or {}
+    summary = [f"job {plan.get('job_id')} ({plan.get('mode')}, {plan.get('hardware_type')}): "
+               f"{len(containers)} containers on {len({c['host'] for c in containers})} hosts; "
+               f"OpenAI API at {coord.get('url', '?')}"]
+    for warning in plan.get("warnings") or []:
+        summary.append(f"WARNING: {warning}")
+    return "\n".join(lines + summary)
+
+
+def plan_user_config(plan: dict) -> dict:
+    """The user_config of the plan (every entry carries the same one, instance counts aside)."""
+    containers = plan.get("containers") or []
+    return (containers[0].get("user_config") or {}) if containers else {}

@@ -1,0 +1,119 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Config hashes: what part of the plan and the role settings each container's hash covers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_ROLES, SCALE_KEYS
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config, weight_dir
+
+
+def shared_spec(settings: dict, mounts: list, plan: dict) -> dict:
+    """The role settings every container of a host shares (one part of each container's config hash)."""
+    return {
+        "image": settings["image"],
+        "command": settings["command"],
+        "restart_policy": settings["restart_policy"],
+        "log": [settings["log_root"], settings["log_max_size"], settings["log_max_file"]],
+        "weight_dir": weight_dir(plan_user_config(plan)),
+        "mounts": mounts,
+        "env_functions": settings["env_functions"],
+        "extra_volumes": settings["extra_volumes"],
+    }
+
+
+# Direct dependencies: when one of these restarts, the dependent container must restart too. Engines register
+# with the controller and store KV blocks in the pool; the coordinator keeps its own list of what it
+# registered at the conductor.
+DEPENDS_ON = {
+    "coordinator": ("kv_conductor",),
+    **{role: ("controller", "kv_pool") for role in ENGINE_ROLES},
+}
+
+
+PART_NAMES = ("image", "spec", "shared", "deps")
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def canonical_json(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+# user_config sections each role reads (every container gets the whole file, like PyMotor's ConfigMap); a change
+# in a section only the others read rewrites the file in place but restarts nobody else. Top-level keys not
+# listed under any role (version, motor_deploy_config, unknown ones) count for every container.
+ENGINE_READS = ("motor_nodemanger_config", "kv_cache_pool_config")
+
+
+READS = {
+    "controller": ("motor_controller_config",),
+    # the coordinator derives prefill_kv_event_config from the prefill/union engine section (config_utils)
+    "coordinator": ("motor_coordinator_config", "motor_engine_prefill_config", "motor_engine_union_config",
+                    "kv_conductor_config"),
+    "kv_conductor": ("kv_conductor_config",),
+    "kv_pool": ("kv_cache_pool_config",),
+    "prefill": ("motor_engine_prefill_config",) + ENGINE_READS,
+    "decode": ("motor_engine_decode_config",) + ENGINE_READS,
+    "union": ("motor_engine_union_config",) + ENGINE_READS,
+    "encode": ("motor_engine_encode_config",) + ENGINE_READS,
+}
+
+
+ROLE_SECTIONS = frozenset(section for sections in READS.values() for section in sections)
+
+
+def spec_digest(container: dict) -> str:
+    """sha256 of the plan entry of a container: user_config reduced to what its role reads, counts masked."""
+    # shallow copies of the levels it changes only: a deep copy of the plan as Ansible hands it to a filter (lazy,
+    # tagged containers) cost about 0.6 s per container
+    entry = dict(container)
+    user_config = entry.get("user_config")
+    if isinstance(user_config, dict):
+        reads = READS.get(entry.get("role"), ())
+        entry["user_config"] = {k: v for k, v in user_config.items() if k not in ROLE_SECTIONS or k in reads}
+        deploy = entry["user_config"].get("motor_deploy_config")
+        if isinstance(deploy, dict):
+            entry["user_config"]["motor_deploy_config"] = {k: v for k, v in deploy.items() if k not in SCALE_KEYS}
+    return sha256_hex(canonical_json(entry))
+
+
+def config_parts(containers: list, image_id: str, shared_spec: dict) -> dict:
+    """The hash parts of the containers of one host: the image id, the spec digest of each plan entry and the digest
+    of the role settings every container shares (the same text as Jinja's ``to_json(sort_keys=true) | hash``)."""
+    shared = hashlib.sha256(json.dumps(shared_spec, sort_keys=True).encode("utf-8")).hexdigest()
+    return {c["name"]: {"image": image_id, "shared": shared, "spec": spec_digest(c)} for c in containers}
+
+
+def dependencies(plan: dict) -> dict:
+    by_role = {}
+    for c in plan.get("containers", []):
+        by_role.setdefault(c["role"], []).append(c["name"])
+    return {c["name"]: sorted(n for role in DEPENDS_ON.get(c["role"], ()) for n in by_role.get(role, []))
+            for c in plan.get("containers", [])}
+
+
+def container_hashes(plan: dict, parts: dict) -> tuple[dict, dict]:
+    """Final hash and parts label of every planned container.
+
+    ``parts``: ``{name: {image, spec, shared}}``. The final hash covers the container's own parts and the own
+    hashes of its direct dependencies."""
+    own = {}
+    for c in plan.get("containers", []):
+        p = parts.get(c["name"]) or {}
+        own[c["name"]] = sha256_hex("\n".join(str(p.get(k, "")) for k in ("image", "spec", "shared")))
+    deps = dependencies(plan)
+    hashes, labels = {}, {}
+    for name, digest in own.items():
+        dep_digest = sha256_hex(",".join(own[d] for d in deps[name])) if deps[name] else "-"
+        hashes[name] = digest if dep_digest == "-" else sha256_hex(digest + "," + dep_digest)
+        p = parts.get(name) or {}
+        values = [str(p.get(k, ""))[:12] for k in ("image", "spec", "shared")] + [dep_digest[:12]]
+        labels[name] = ",".join(f"{k}={v}" for k, v in zip(PART_NAMES, values))
+    return hashes, labels
