@@ -18,7 +18,7 @@ description:
     C(prefill_kv_event_config) for KV-cache-affinity scheduling, classifies each P/D connector's transfer
     capability (C(handoff) or C(trigger)) and builds the per-role environment.
   - "Every problem is reported at once, one per line, formatted as C(<json.path>: <what is wrong>) followed by a hint in parentheses."
-  - The domain logic lives in C(plugins/plugin_utils/motor_config.py); see C(docs/design.md) for the full contract.
+  - The domain logic lives in C(plugins/plugin_utils/config/); see C(docs/design.md) for the full contract.
 positional: _input, env_config, overrides
 options:
   _input:

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Filter shims of the day-2 verbs (logic in plugin_utils/motor_ops.py)."""
+"""Filter shims of the day-2 verbs (logic in plugin_utils/operations/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ author: pymotor.ascend contributors (@pymotor-ascend)
 description:
   - Takes the deployment plan (P(pymotor.ascend.motor_plan#filter) output) and the raw observations gathered by
     C(playbooks/verify.yml) and returns the verify report, one check per line with C(ok) and a detail.
-  - The logic lives in C(plugins/plugin_utils/motor_ops.py); the filter does no I/O.
+  - The logic lives in C(plugins/plugin_utils/operations/); the filter does no I/O.
   - Companion filters in the same file, all pure functions
     C(motor_ops_verify_table(report)) renders the report as text;
     C(motor_ops_status_rows(per_host, now)) turns C(docker inspect) results per host into status rows and

@@ -20,7 +20,7 @@ description:
     C(motor_reserved_ports) and all are in 1024..65535; each container gets its own copy of the user_config with
     its port fields rewritten.
   - "Raises an error listing every problem, one per line, formatted as <path>: <what is wrong> (<hint>)."
-  - The domain logic lives in C(plugins/plugin_utils/motor_plan.py); see C(docs/design.md) for the full contract.
+  - The domain logic lives in C(plugins/plugin_utils/plan/); see C(docs/design.md) for the full contract.
   - With O(previous), the current placement, scaling or reconfiguring keeps the running containers where they
     are, so that only the added or removed ones change (see O(previous)).
   - The companion filter C(pymotor.ascend.motor_plan_table) renders a plan as a text table;

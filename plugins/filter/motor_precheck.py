@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Filter shim of the host prechecks (logic in plugin_utils/motor_precheck.py)."""
+"""Filter shim of the host prechecks (logic in plugin_utils/reconcile/precheck.py)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,17 @@ version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
   - For every host, compares the plan with what the read-only discovery before planning read there
-    (M(pymotor.ascend.motor_host_probe), registered as C(motor_service_docker)) - Docker engine and version, the
+    (M(pymotor.ascend.motor_host_probe), registered as O(discovery)) - Docker engine and version, the
     image, planned NPUs and their health, driver and hccn_tool, NPU links of multi-host instances, planned ports held
     by other processes, weights, model directories, free disk, config directories under the config root - and
     returns every problem at once, each naming the host, the check and the fix.
   - Also returns per host the image id and the engine mounts present, and the config hash parts of every planned
     container (input of P(pymotor.ascend.motor_reconcile#filter)).
-  - The settings are the role variables named in C(plugins/plugin_utils/motor_precheck.py) (SETTINGS); a host's
-    own value of one (inventory host or group variable) overrides the controller's, as it does for the discovery.
-  - The logic lives in C(plugins/plugin_utils/motor_precheck.py); the filter does no I/O.
-positional: _input, hosts, hostvars, defaults
+  - The settings are the variables O(defaults) names (C(<role prefix><setting>), for example C(motor_service_log_root));
+    a host's own value of one (inventory host or group variable) overrides the controller's, as it does for the
+    discovery. deploy.yml uses the same logic through its entry point M(pymotor.ascend.motor_decide).
+  - The logic lives in C(plugins/plugin_utils/reconcile/precheck.py); the filter does no I/O.
+positional: _input, hosts, hostvars, defaults, discovery
 options:
   _input:
     description: The deployment plan (P(pymotor.ascend.motor_plan#filter) output).
@@ -33,13 +34,17 @@ options:
     elements: str
     required: true
   hostvars:
-    description: C(hostvars) - each host's C(motor_service_docker) and its own values of the settings.
+    description: C(hostvars) - each host's discovery result (O(discovery)) and its own values of the settings.
     type: dict
     required: true
   defaults:
     description: Setting variable name to the controller's value.
     type: dict
     required: true
+  discovery:
+    description: The variable each host registered its M(pymotor.ascend.motor_host_probe) result under.
+    type: str
+    default: motor_service_docker
 """
 
 EXAMPLES = r"""
@@ -59,15 +64,11 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import (
-    SETTINGS,
-    PrecheckError,
-    checked_hosts,
-    precheck,
-)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import precheck
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import PrecheckError, checked_hosts
 
 
-def motor_precheck(plan, hosts, hostvars, defaults):
+def motor_precheck(plan, hosts, hostvars, defaults, discovery="motor_service_docker"):
     """Judge the prechecks of every host; raise AnsibleFilterError when a setting is missing."""
     if not isinstance(plan, dict) or "containers" not in plan:
         raise AnsibleFilterError("motor_precheck: expects the output of pymotor.ascend.motor_plan")
@@ -75,8 +76,8 @@ def motor_precheck(plan, hosts, hostvars, defaults):
     probes, overrides = {}, {}
     for host in names:
         own = hostvars[host] if host in hostvars else {}
-        probes[host] = own.get("motor_service_docker") or {}
-        overrides[host] = {name: own[name] for name in SETTINGS.values() if name in own}
+        probes[host] = own.get(discovery) or {}
+        overrides[host] = {name: own[name] for name in defaults or {} if name in own}
     try:
         return precheck(plan, names, probes, defaults or {}, overrides)
     except PrecheckError as err:

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Filter shims of the deploy reconciliation (logic in plugin_utils/motor_reconcile.py)."""
+"""Filter shims of the deploy reconciliation (logic in plugin_utils/reconcile/)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ description:
     with the containers Docker reports per host, and returns per container an action (create, recreate, start,
     keep, remove), the reason, and how it is carried out (C(first) removed before tier 0, C(drain) unregistered
     from the KV conductor then removed, C(parallel) in its tier, C(rolling) one engine instance at a time).
-  - The logic lives in C(plugins/plugin_utils/motor_reconcile.py); the filter does no I/O.
+  - The logic lives in C(plugins/plugin_utils/reconcile/); the filter does no I/O.
   - Companion filters in the same file, all pure functions
     C(motor_reconcile_spec_digest(container)) digests a plan entry with the instance counts masked;
     C(motor_reconcile_placement(container)) is the placement label the next plan reads back;

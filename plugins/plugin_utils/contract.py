@@ -154,3 +154,12 @@ def job_id_problem(job_id, shown=None):
         return None
     return Problem(JOB_ID_PATH, f"{shown or repr(job_id)} cannot prefix container names: not a DNS label",
                    "use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
+
+
+def failure_text(problems, warnings=()) -> str:
+    """The message of a phase that stops: every problem once, one per line in the one format, then the warnings
+    after a blank line."""
+    lines = list(dict.fromkeys(p if isinstance(p, str) else format_problem(p) for p in problems))
+    if warnings:
+        lines += ["", "warnings:"] + [str(w) for w in warnings]
+    return "\n".join(lines)

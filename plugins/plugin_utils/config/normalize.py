@@ -99,3 +99,18 @@ def normalize(user_config, env_config=None, overrides=None):
         raise MotorConfigError(ctx.errors, ctx.warnings)
     return _build_output(uc, mode, deploy_info, engines, affinity, events and events["summary"], kv_pool,
                          kv_conductor, (env, env_config_out), ctx)
+
+
+def config_summary(config: dict) -> list:
+    """What validate.yml shows of a normalized configuration, one line each."""
+    engines = ", ".join("%s %s x %s pod(s) x %s NPUs" % (role, e["count"], e["pods"], e["npus_per_pod"])
+                        for role, e in (config.get("engines") or {}).items())
+    return [
+        "mode: %s" % config.get("mode"),
+        "hardware: %s (%s NPUs per host)" % (config.get("hardware_type"), config.get("npus_per_host")),
+        "job_id: %s" % config.get("job_id"),
+        "instances: %s" % engines,
+        "affinity: %s" % config.get("affinity"),
+        "kv_pool: %s, kv_conductor: %s" % ((config.get("kv_pool") or {}).get("enabled"),
+                                           (config.get("kv_conductor") or {}).get("enabled")),
+    ]

@@ -9,7 +9,6 @@ import json
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     CONFIG_PATH,
-    CONFIG_ROOT,
     KV_LEASE_TTL,
     Problem,
     TIER_CONTROL,
@@ -53,6 +52,10 @@ WIRING_ENV = (
 
 class ContainerBuilder:
     """The plan entries: per container its user_config copy with the planned ports, env, devices and paths."""
+
+    def _config_dir(self, name):
+        """CONFIGMAP_PATH of a container: <config root>/<job_id>/<container>."""
+        return f"{self.config_root}/{self.job_id}/{name}"
 
     def _control_name(self, role):
         return f"{self.job_id}-{role.replace('_', '-')}"
@@ -104,7 +107,7 @@ class ContainerBuilder:
             "HOST_IP": host.ip,
             "CONTROLLER_SERVICE": ctrl_ip,
             "COORDINATOR_SERVICE": coord_ip,
-            "CONFIGMAP_PATH": f"{CONFIG_ROOT}/{self.job_id}/{name}",
+            "CONFIGMAP_PATH": self._config_dir(name),
             "CONFIG_PATH": CONFIG_PATH,
             "ASCEND_RUNTIME_OPTIONS": "NODRV",
             "HCCL_IF_IP": host.ip,
@@ -154,7 +157,7 @@ class ContainerBuilder:
                 "user_config": json.loads(shared),
                 "shm_size": None if ipc_mode == "host" else CONTROL_SHM_SIZE,
                 "ipc_mode": ipc_mode, "mounts_profile": "control", "needs_weights": needs_weights,
-                "configmap_path": f"{CONFIG_ROOT}/{self.job_id}/{name}",
+                "configmap_path": self._config_dir(name),
             })
 
         control("controller", TIER_CONTROL, {"api": ports["controller_api"], "obs": ports["controller_obs"]}, {})
@@ -233,5 +236,5 @@ class ContainerBuilder:
             "ports": sorted(plist), "port_map": port_map, "user_config": uc,
             "shm_size": None if ipc_mode == "host" else ENGINE_SHM_SIZE,
             "ipc_mode": ipc_mode, "mounts_profile": "engine", "needs_weights": True,
-            "configmap_path": f"{CONFIG_ROOT}/{self.job_id}/{name}",
+            "configmap_path": self._config_dir(name),
         }

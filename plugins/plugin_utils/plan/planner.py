@@ -13,6 +13,7 @@ import gc
 from typing import Any
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
+    CONFIG_ROOT,
     DEPLOY_KEYS,
     HARDWARE_NPUS,
     KV_EVENTS_PORT,
@@ -43,7 +44,7 @@ class MotorPlanError(ProblemsError):
     """The plan cannot be built; ``problems`` lists every reason, ``str()`` one per line."""
 
 
-def build_plan(config: dict, hosts: dict, previous: dict | None = None) -> dict[str, Any]:
+def build_plan(config: dict, hosts: dict, previous: dict | None = None, config_root: str = CONFIG_ROOT) -> dict[str, Any]:
     """Place every PyMotor container on hosts, NPUs and ports; raise MotorPlanError when impossible.
 
     ``previous`` (optional) is the current placement, ``{container name: {"host", "npu_ids", "port_map"}}``
@@ -58,17 +59,17 @@ def build_plan(config: dict, hosts: dict, previous: dict | None = None) -> dict[
     try:
         if isinstance(previous, dict) and previous:
             try:
-                return Planner(config, hosts, previous).run()
+                return Planner(config, hosts, previous, config_root).run()
             except MotorPlanError as err:
                 if any(p.path == "plan" for p in err.problems):
                     raise  # a planner bug, not a lack of room
-                plan = Planner(config, hosts).run()
+                plan = Planner(config, hosts, None, config_root).run()
                 plan["warnings"].append(str(Problem(
                     "previous", f"the running containers cannot all keep their place ({err.problems[0]}); "
                     "planned as for a new deployment, so running containers may move and restart",
                     "add engine hosts or free NPUs / ports to scale without moving containers")))
                 return plan
-        return Planner(config, hosts).run()
+        return Planner(config, hosts, None, config_root).run()
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -85,8 +86,9 @@ def placement_of(plan: dict) -> dict[str, dict]:
 class Planner(Placement, PortAssignment, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
     """One plan: check the config, parse the hosts, place, assign ports, build the containers, check the result."""
 
-    def __init__(self, config, hosts, previous=None):
+    def __init__(self, config, hosts, previous=None, config_root=CONFIG_ROOT):
         self.problems = []
+        self.config_root = str(config_root or CONFIG_ROOT).rstrip("/") or CONFIG_ROOT
         self.warnings = []
         self.config = config
         self._check_config()

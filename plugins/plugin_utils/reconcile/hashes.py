@@ -117,3 +117,15 @@ def container_hashes(plan: dict, parts: dict) -> tuple[dict, dict]:
         values = [str(p.get(k, ""))[:12] for k in ("image", "spec", "shared")] + [dep_digest[:12]]
         labels[name] = ",".join(f"{k}={v}" for k, v in zip(PART_NAMES, values))
     return hashes, labels
+
+
+def hash_parts(plan: dict, judged: dict) -> dict:
+    """The hash parts of every planned container, from each host's settings, engine mounts and image id as the
+    precheck judged them (``judge_hosts``)."""
+    parts = {}
+    containers = plan.get("containers") or []
+    for host, seen in (judged.get("hosts") or {}).items():
+        own = [c for c in containers if c["host"] == host]
+        shared = shared_spec(judged["settings"][host], seen["mounts_present"], plan)
+        parts.update(config_parts(own, seen["image_id"], shared))
+    return parts

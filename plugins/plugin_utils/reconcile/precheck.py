@@ -10,43 +10,41 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import PORTS_LABEL
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import PORTS_LABEL, Problem
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import truthy
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_user_config, weight_dir
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import config_parts, shared_spec
 
 
-# The role variables a host's view of the settings is made of (short name -> variable); inventory host and group
-# variables of that name override the controller's value for that host, like they do for the discovery.
-SETTINGS = {
-    "image": "motor_service_image",
-    "config_root": "motor_service_config_root",
-    "docker_min_version": "motor_service_docker_min_version",
-    "driver_dir": "motor_service_driver_dir",
-    "hccn_tool": "motor_service_hccn_tool",
-    "log_root": "motor_service_log_root",
-    "min_free_log_mb": "motor_service_min_free_log_mb",
-    "check_links": "motor_service_check_links",
-    "engine_mounts": "motor_service_engine_mounts",
-    "command": "motor_service_command",
-    "restart_policy": "motor_service_restart_policy",
-    "log_max_size": "motor_service_log_max_size",
-    "log_max_file": "motor_service_log_max_file",
-    "env_functions": "motor_service_env_functions",
-    "extra_volumes": "motor_service_extra_volumes",
-}
+# The settings the precheck and the container specs read, by their short names. The caller names them: a settings
+# dict is keyed by variables named ``<prefix><short name>`` (the role's own names, e.g. motor_service_log_root); a
+# host's own value of such a variable (inventory host or group variable) wins for that host.
+SETTING_NAMES = ("image", "config_root", "docker_min_version", "driver_dir", "hccn_tool", "log_root", "min_free_log_mb",
+                 "check_links", "engine_mounts", "command", "restart_policy", "log_max_size", "log_max_file",
+                 "env_functions", "extra_volumes")
 
 
 class PrecheckError(ValueError):
     """The precheck cannot be judged (a setting is missing)."""
 
 
+def setting_prefix(defaults: dict) -> str:
+    """The prefix of the variable names of a settings dict: what precedes the first short name found."""
+    for name in defaults or {}:
+        for short in SETTING_NAMES:
+            if str(name).endswith(short):
+                return str(name)[:-len(short)]
+    return ""
+
+
 def host_settings(defaults: dict, overrides: dict) -> dict:
-    """One host's view: ``defaults`` (variable name -> the controller's value) with the host's own values on top."""
-    missing = [name for name in SETTINGS.values() if name not in defaults and name not in overrides]
+    """One host's view by short name: ``defaults`` (variable name -> the controller's value) with the host's own
+    values (``overrides``, same variable names) on top."""
+    prefix = setting_prefix(defaults) or setting_prefix(overrides)
+    missing = [prefix + short for short in SETTING_NAMES if prefix + short not in defaults and prefix + short not in overrides]
     if missing:
         raise PrecheckError("settings missing: %s" % ", ".join(missing))
-    return {short: overrides[name] if name in overrides else defaults[name] for short, name in SETTINGS.items()}
+    return {short: overrides[prefix + short] if prefix + short in overrides else defaults[prefix + short]
+            for short in SETTING_NAMES}
 
 
 def _version(text: str) -> tuple:
@@ -79,7 +77,7 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
     out = []
 
     def problem(check, what, fix):
-        out.append("%s: %s: %s (fix: %s)" % (host, check, what, fix))
+        out.append(str(Problem("%s: %s" % (host, check), what, "fix: " + fix)))
 
     read = "npu_devices" in probe
     if not read:
@@ -104,7 +102,7 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         if not c["configmap_path"].startswith(settings["config_root"] + "/"):
             where = (c["configmap_path"], c["name"], settings["config_root"])
             problem("config dir", "%s of %s is not under motor_config_root %s" % where,
-                    "set motor_config_root to /etc/pymotor, where the plan puts the config directories")
+                    "set motor_config_root to where the plan puts the config directories, and re-plan")
     if read:
         health_of = probe.get("npu_health") or {}
         npu_error = probe.get("npu_error")
@@ -166,13 +164,13 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
     return out
 
 
-def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
+def judge_hosts(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
     """Judge every host: ``hosts`` (inventory order), ``probes`` (host -> discovery result), ``defaults`` (setting
     variable -> the controller's value), ``overrides`` (host -> its own values of those variables).
 
-    Returns ``problems`` (all hosts), ``parts`` (container name -> hash parts, for motor_reconcile) and ``hosts``
-    (host -> ``image_id``, ``mounts_present``, ``problems``)."""
-    result = {"problems": [], "parts": {}, "hosts": {}}
+    Returns ``problems`` (all hosts), ``hosts`` (host -> ``image_id``, ``mounts_present``, ``problems``) and
+    ``settings`` (host -> its view of the settings, by short name)."""
+    result = {"problems": [], "hosts": {}, "settings": {}}
     containers = plan.get("containers") or []
     for host in checked_hosts(plan, hosts):
         own = [c for c in containers if c["host"] == host]
@@ -180,10 +178,9 @@ def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: d
         settings = host_settings(defaults or {}, (overrides or {}).get(host) or {})
         mounts = mounts_present(probe, settings["engine_mounts"])
         problems = host_problems(host, own, probe, settings, plan)
-        host_image = image_id(probe)
-        result["hosts"][host] = {"image_id": host_image, "mounts_present": mounts, "problems": problems}
+        result["hosts"][host] = {"image_id": image_id(probe), "mounts_present": mounts, "problems": problems}
+        result["settings"][host] = settings
         result["problems"] += problems
-        result["parts"].update(config_parts(own, host_image, shared_spec(settings, mounts, plan)))
     return result
 
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Unit tests for plugins/plugin_utils/motor_config.py.
+"""Unit tests for plugins/plugin_utils/config/.
 
 Golden files: regenerate with ``UPDATE_GOLDEN=1 pytest tests/unit/plugins/plugin_utils/test_motor_config.py``.
 """

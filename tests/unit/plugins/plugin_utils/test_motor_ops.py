@@ -1,4 +1,4 @@
-"""Unit tests of plugins/plugin_utils/motor_ops.py (pure functions of the day-2 verbs)."""
+"""Unit tests of plugins/plugin_utils/operations/ (pure functions of the day-2 verbs)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Unit tests for plugins/plugin_utils/motor_plan.py (placement, ports, env, per-container user_config)."""
+"""Unit tests for plugins/plugin_utils/plan/ (placement, ports, env, per-container user_config)."""
 
 from __future__ import annotations
 

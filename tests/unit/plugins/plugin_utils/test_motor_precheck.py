@@ -1,4 +1,4 @@
-"""Unit tests of plugins/plugin_utils/motor_precheck.py (and its filter shim) on a real plan of the seed
+"""Unit tests of plugins/plugin_utils/reconcile/precheck.py (and its filter shim) on a real plan of the seed
 PD-separation config: every check names the host, the check and the fix; settings follow each host's own values."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize im
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import spec_digest
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import PrecheckError, host_problems, host_settings, precheck
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import PrecheckError, host_problems, host_settings
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import precheck
 
 SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
 HOSTS = {

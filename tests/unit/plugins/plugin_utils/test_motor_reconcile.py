@@ -1,4 +1,4 @@
-"""Unit tests of plugins/plugin_utils/motor_reconcile.py on real plans of the seed PD-separation config."""
+"""Unit tests of plugins/plugin_utils/reconcile/ on real plans of the seed PD-separation config."""
 
 from __future__ import annotations
 

@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The validate phase's entry point, on the controller: read user_config.json and env.json, validate, normalize."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem, failure_text
+
+NO_SOURCE = Problem("motor_config_dir", "no PyMotor configuration given",
+                    "set motor_config_dir to a directory holding user_config.json and env.json, like deploy.py "
+                    "--config_dir, or set both motor_user_config_path and motor_env_config_path")
+FILE_HINT = ("motor_config_dir must hold user_config.json and env.json, like deploy.py --config_dir; or point "
+             "motor_user_config_path and motor_env_config_path at the two files")
+
+
+def config_paths(config_dir, user_path, env_path):
+    """The two files (relative paths are relative to the current directory, like deploy.py's options)."""
+    if not config_dir and not (user_path and env_path):
+        raise MotorConfigError([NO_SOURCE])
+    user_path = user_path or os.path.join(config_dir or "", "user_config.json")
+    env_path = env_path or os.path.join(config_dir or "", "env.json")
+    return os.path.realpath(user_path), os.path.realpath(env_path)
+
+
+def read_text(path):
+    """The text of one configuration file; a missing one is a problem named by its path."""
+    if not os.path.isfile(path):
+        raise MotorConfigError([Problem(path, "not found or not a file", FILE_HINT)])
+    with open(path, "rb") as handle:
+        return to_text(handle.read(), errors="surrogate_or_strict")
+
+
+class ActionModule(ActionBase):
+    """pymotor.ascend.motor_validate (documentation in plugins/modules/motor_validate.py)."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("config_dir", "user_config_path", "env_config_path", "overrides"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = self._task.args
+        try:
+            user_path, env_path = config_paths(args.get("config_dir"), args.get("user_config_path"),
+                                               args.get("env_config_path"))
+            user_config = load_json_text(read_text(user_path), "user_config.json")
+            env_config = load_json_text(read_text(env_path), "env.json")
+            config = normalize(user_config, env_config, args.get("overrides") or [])
+        except MotorConfigError as err:
+            result.update(failed=True, changed=False, msg=failure_text(err.problems, err.warnings))
+            return result
+        # user_config holds API keys and TLS secrets: the result is never shown (-v neither); failures above are.
+        result.update(changed=False, ansible_facts={"motor_normalized_config": config}, summary=config_summary(config),
+                      _ansible_no_log=True)
+        return result

@@ -1,0 +1,75 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
+# licence; the rest of the collection is Apache-2.0.
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Documentation of the motor_plan_job action (the action plugin does the work on the controller)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: motor_plan_job
+short_description: Plan hosts, NPUs and ports of every PyMotor container from the inventory (the plan phase's entry point)
+version_added: 1.0.0
+author: pymotor.ascend contributors (@pymotor-ascend)
+description:
+  - Reads the inventory on the controller - the hosts of C(motor_engine_hosts) and C(motor_control_hosts) and their
+    variables (C(motor_host_ip), C(motor_nic), C(motor_npu_ids), C(motor_reserved_ports), C(motor_hardware_type)) - and
+    plans with the logic of the P(pymotor.ascend.motor_plan#filter) filter.
+  - With O(discovery), the name under which every host registered its M(pymotor.ascend.motor_host_probe) result, it first
+    stops when a host could not be read (naming it; nothing was changed), then keeps the job's running containers where
+    their placement labels say they run.
+  - "On success sets the fact C(motor_plan_result) (never shown: user_config holds secrets); on failure fails once, listing
+    every problem once as C(<path>: <what> (<hint>))."
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; the same result in check mode.
+  diff_mode:
+    support: none
+    description: No diff is returned.
+  action:
+    support: full
+    description: Implemented as an action plugin running on the controller, with no module run.
+options:
+  config:
+    description: The normalized configuration (fact C(motor_normalized_config) of M(pymotor.ascend.motor_validate)).
+    type: dict
+    required: true
+  discovery:
+    description: The variable every host registered its M(pymotor.ascend.motor_host_probe) result under (none - no discovery).
+    type: str
+  previous:
+    description: The current placement per container name (host, npu_ids, port_map); given, it wins over the discovery's labels.
+    type: dict
+  config_root:
+    description: Root of the config directories on the hosts (CONFIGMAP_PATH is C(<config_root>/<job_id>/<container>)).
+    type: path
+    default: /etc/pymotor
+"""
+
+EXAMPLES = r"""
+- name: Build the deployment plan
+  pymotor.ascend.motor_plan_job:
+    config: "{{ motor_normalized_config }}"
+    discovery: motor_service_docker
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: C(motor_plan_result), the plan (see the P(pymotor.ascend.motor_plan#filter) filter).
+  returned: success
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(config=dict(type="dict", required=True), discovery=dict(type="str"), previous=dict(type="dict"), config_root=dict(type="path", default="/etc/pymotor")), supports_check_mode=True)
+    module.fail_json(msg="pymotor.ascend.motor_plan_job runs as an action plugin on the controller")
+
+
+if __name__ == "__main__":
+    main()

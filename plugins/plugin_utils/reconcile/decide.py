@@ -1,0 +1,186 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The decide step of a deploy, on the controller: the prechecks of every host, what happens to every container,
+and the work each host and the controller do after it (pure, no I/O; the action motor_decide reads the inventory).
+
+``decide()`` returns one dict the playbooks only loop over:
+
+- ``problems``: every precheck problem of every host (the deploy stops before anything is written);
+- ``reconcile``: motor_reconcile's result (actions and reasons, ``first``, ``drain``, ``start``, ``rolling``);
+- ``steps``: the tier steps in start order (``tiers``), the same list for every host, so that a loop over it runs
+  each step on every host before the next (linear strategy);
+- ``work``: per host ``remove`` (containers removed before any tier starts) and ``steps``: per tier step the
+  arguments of that host's pymotor.ascend.motor_containers run, or None (nothing to render or start there). A host
+  renders its config directories in its first step that has containers of it, together with that step's starts;
+- ``readiness``: the motor_wait checks of the service; ``rolling``: per engine instance whose own config changed,
+  its starts per host and its readiness checks; ``containers``: name, host and role of every planned container
+  (no user_config: the rescue of a readiness wait picks the log tails from it); ``states``: the state of every
+  container of the job as the discovery read it (the summary's starting point);
+- ``conductor_url``: the KV conductor's management URL (drain).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import hash_parts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec
+
+
+def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
+    """The prechecks of every host (``judge_hosts``) with the config hash parts of every container."""
+    judged = judge_hosts(plan, hosts, probes, defaults, overrides)
+    return {"problems": judged["problems"], "parts": hash_parts(plan, judged), "hosts": judged["hosts"]}
+
+
+def _service_urls(plan: dict) -> tuple:
+    coordinator = plan.get("coordinator") or {}
+    conductor = plan.get("kv_conductor") or {}
+    coordinator_url = "http://%s:%s" % (coordinator.get("ip"), coordinator.get("mgmt_port"))
+    conductor_url = "http://%s:%s" % (conductor.get("ip"), conductor.get("port")) if conductor else ""
+    return coordinator_url, conductor_url
+
+
+def tracks_ranks(plan: dict) -> bool:
+    """Whether the KV conductor tracks the prefill/union DP ranks (KV-cache affinity with a conductor and events)."""
+    return bool(plan.get("affinity") and plan.get("kv_conductor") and plan.get("kv_events"))
+
+
+def readiness_checks(plan: dict, timeouts: dict) -> list:
+    """The motor_wait checks of a deploy: the controller answers, the coordinator is ready, the KV conductor lists
+    every publishing DP rank; ``timeouts``: ``ready`` and ``port`` (seconds)."""
+    coordinator_url, conductor_url = _service_urls(plan)
+    controller = plan.get("controller") or {}
+    checks = [
+        {"name": "the controller port answers", "until": "answers",
+         "url": "http://%s:%s/readiness" % (controller.get("ip"), controller.get("api_port")),
+         "timeout": int(timeouts["port"]), "waiting_for": ["controller", "coordinator"]},
+        {"name": "the coordinator reports ready (instances assembled; model loading can take long)", "until": "ready",
+         "url": coordinator_url + "/readiness", "timeout": int(timeouts["ready"]),
+         "waiting_for": ["coordinator", "controller", "prefill", "decode", "union"]},
+    ]
+    if tracks_ranks(plan):
+        checks.append({"name": "the KV conductor lists every prefill/union DP rank", "until": "endpoints",
+                       "url": conductor_url + "/services",
+                       "endpoints": [e["endpoint"] for e in expected_kv_endpoints(plan)],
+                       "timeout": int(timeouts["ready"]), "waiting_for": ["kv_conductor", "coordinator", "prefill", "union"]})
+    return checks
+
+
+def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -> list:
+    """The motor_wait checks after one engine instance of a rolling restart: its node managers report normal, the
+    KV conductor lists its DP ranks, the coordinator is ready."""
+    coordinator_url, conductor_url = _service_urls(plan)
+    checks = [{"name": "the node manager of %s reports normal" % c["name"], "until": "status_ok",
+               "url": "http://%s:%s/node-manager/status" % (c["ip"], c["port_map"]["node_manager"]),
+               "timeout": int(timeouts["ready"]), "waiting_for": [c["role"]]} for c in members]
+    if tracks_ranks(plan):
+        names = [c["name"] for c in members]
+        checks.append({"name": "the KV conductor lists the DP ranks of %s" % instance["job_name"], "until": "endpoints",
+                       "url": conductor_url + "/services",
+                       "endpoints": [e["endpoint"] for e in expected_kv_endpoints(plan) if e["container"] in names],
+                       "timeout": int(timeouts["ready"]), "waiting_for": ["kv_conductor"]})
+    checks.append({"name": "the coordinator reports ready", "until": "ready", "url": coordinator_url + "/readiness",
+                   "timeout": int(timeouts["ready"]), "waiting_for": ["coordinator"]})
+    return checks
+
+
+def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
+    """What container_spec needs of a host's settings."""
+    return {"image": settings["image"], "command": settings["command"], "job_id": plan["job_id"],
+            "log_root": settings["log_root"], "weight_dir": weight_dir(plan_user_config(plan)),
+            "extra_volumes": settings["extra_volumes"], "restart_policy": settings["restart_policy"],
+            "log_max_size": settings["log_max_size"], "log_max_file": settings["log_max_file"], "mounts": mounts}
+
+
+def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict) -> dict:
+    """The configmap argument of motor_containers: the config directories of a host's containers."""
+    return {
+        "startup_dir": "%s/%s" % (startup["cache"], re.sub(r"[^A-Za-z0-9]+", "-", image_id)),
+        "image": image_id, "in_image": startup["in_image"], "dir_mode": "0750", "file_mode": "0640",
+        "dirs": ["%s/%s/%s" % (settings["log_root"], plan["job_id"], c["name"]) for c in own],
+        "containers": configmaps(own, settings["env_functions"]),
+    }
+
+
+def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict) -> dict:
+    """Per host: what it removes first and its motor_containers run per tier step (None: no run)."""
+    work = {}
+    containers = plan.get("containers") or []
+    for host in judged["hosts"]:
+        own = [c for c in containers if c["host"] == host]
+        settings = judged["settings"][host]
+        spec_settings = _spec_settings(plan, settings, judged["hosts"][host]["mounts_present"])
+        starting = set((result.get("start") or {}).get(host) or [])
+        rendered = False
+        runs = []
+        for tiers in steps:
+            mine = [c for c in own if c["tier"] in tiers]
+            run = {"job_id": plan["job_id"],
+                   "containers": [container_spec(c, result, spec_settings) for c in mine if c["name"] in starting]}
+            if mine and not rendered:
+                run["configmap"] = _configmap(plan, own, settings, judged["hosts"][host]["image_id"], startup)
+                rendered = True
+            runs.append(run if run["containers"] or "configmap" in run else None)
+        work[host] = {"remove": list((result.get("first") or {}).get(host) or []), "steps": runs}
+    return work
+
+
+def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
+    """Per engine instance of the rolling restart: its motor_containers runs per host and its readiness checks."""
+    by_name = {c["name"]: c for c in plan.get("containers") or []}
+    out = []
+    for instance in result.get("rolling") or []:
+        members = [by_name[m["name"]] for m in instance["containers"] if m["name"] in by_name]
+        starts = {}
+        for c in members:
+            settings = judged["settings"][c["host"]]
+            spec_settings = _spec_settings(plan, settings, judged["hosts"][c["host"]]["mounts_present"])
+            starts.setdefault(c["host"], []).append(container_spec(c, result, spec_settings))
+        stuck = [{"name": c["name"], "host": c["host"]} for c in members]
+        stuck += [{"name": c["name"], "host": c["host"]} for c in by_name.values() if c["role"] == "coordinator"]
+        out.append({"job_name": instance["job_name"], "reason": instance["reason"],
+                    "runs": [{"host": host, "job_id": plan["job_id"], "containers": specs} for host, specs in starts.items()],
+                    "checks": instance_checks(plan, instance, members, timeouts), "stuck": stuck})
+    return out
+
+
+def discovered_states(probes: dict) -> dict:
+    """host -> container name -> state, as the discovery read the job's containers."""
+    return {host: {container_name(c): c.get("State") for c in (probe or {}).get("containers") or []}
+            for host, probe in (probes or {}).items()}
+
+
+def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dict, options: dict) -> dict:
+    """The decision of a deploy (see the module docstring). ``hosts``: the PyMotor hosts in inventory order;
+    ``probes``: host -> motor_host_probe result; ``settings``: setting variable -> the controller's value;
+    ``overrides``: host -> its own values of those variables; ``options``: ``startup_cache``,
+    ``startup_in_image``, ``ready_timeout``, ``port_timeout``."""
+    judged = judge_hosts(plan, hosts, probes, settings, overrides)
+    containers = plan.get("containers") or []
+    decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "containers": [
+        {"name": c["name"], "host": c["host"], "role": c["role"]} for c in containers]}
+    if judged["problems"]:
+        return decision
+    existing = {host: (probes.get(host) or {}).get("containers") or [] for host in hosts}
+    result = reconcile(plan, hash_parts(plan, judged), existing)
+    steps = tier_steps(plan)
+    timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"]}
+    startup = {"cache": options["startup_cache"], "in_image": options["startup_in_image"]}
+    _coordinator_url, conductor_url = _service_urls(plan)
+    decision.update({
+        "reconcile": result,
+        "steps": [{"index": i, "tiers": tiers} for i, tiers in enumerate(steps)],
+        "work": host_work(plan, result, judged, steps, startup),
+        "readiness": readiness_checks(plan, timeouts),
+        "rolling": rolling_work(plan, result, judged, timeouts),
+        "states": discovered_states({h: probes.get(h) for h in hosts}),
+        "conductor_url": conductor_url,
+    })
+    return decision
