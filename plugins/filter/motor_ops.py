@@ -75,7 +75,12 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints, kv_endpoint_urls, kv_event_shape, kv_format_verdict
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import (
+    expected_kv_endpoints,
+    kv_endpoint_urls,
+    kv_event_shape,
+    kv_format_verdict,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document, mask_secrets, mask_text
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import status_rows, status_table
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.verify import http_results, status_ok, verify_report, verify_table

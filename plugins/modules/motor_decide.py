@@ -88,7 +88,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(plan=dict(type="dict", required=True), discovery=dict(type="str", required=True), settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True), startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True), port_timeout=dict(type="int", required=True)), supports_check_mode=True)
+    spec = dict(plan=dict(type="dict", required=True), discovery=dict(type="str", required=True),
+                settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
+                startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True),
+                port_timeout=dict(type="int", required=True))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_decide runs as an action plugin on the controller")
 
 

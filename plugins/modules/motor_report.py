@@ -71,7 +71,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(plan=dict(type="dict", required=True), decision=dict(type="dict", required=True), host_record=dict(type="str", required=True), states=dict(type="dict", default={}), summary=dict(type="bool", default=False)), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=dict(plan=dict(type="dict", required=True), decision=dict(type="dict", required=True), host_record=dict(
+        type="str", required=True), states=dict(type="dict", default={}), summary=dict(type="bool", default=False)), supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_report runs as an action plugin on the controller")
 
 

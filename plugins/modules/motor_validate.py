@@ -69,7 +69,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(config_dir=dict(type="path"), user_config_path=dict(type="path"), env_config_path=dict(type="path"), overrides=dict(type="list", elements="dict", default=[])), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=dict(config_dir=dict(type="path"), user_config_path=dict(type="path"), env_config_path=dict(
+        type="path"), overrides=dict(type="list", elements="dict", default=[])), supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_validate runs as an action plugin on the controller")
 
 

@@ -48,7 +48,7 @@ def check_top_level(ctx, uc):
 def _check_hardware(ctx, deploy):
     path = "motor_deploy_config.hardware_type"
     value = str_or_none(ctx, deploy, "hardware_type", path, required=True,
-                         hint='add "hardware_type": "800I_A2" or "800I_A3"')
+                        hint='add "hardware_type": "800I_A2" or "800I_A3"')
     if value is None or value in HARDWARE_NPUS:
         return value
     fixed = value.replace("-", "_")
@@ -64,13 +64,13 @@ def _check_hardware(ctx, deploy):
 def check_deploy(ctx, uc):
     """Validate motor_deploy_config, fill its defaults; return (section, hardware, job_id)."""
     deploy = dict_or_none(ctx, uc, "motor_deploy_config", "motor_deploy_config", required=True,
-                           hint="PyMotor needs motor_deploy_config with instance counts and hardware_type")
+                          hint="PyMotor needs motor_deploy_config with instance counts and hardware_type")
     if deploy is None:
         return None, None, None
     warn_unknown_keys(ctx, deploy, DEPLOY_CONFIG_KEYS, "motor_deploy_config", "motor_deploy_config")
     hardware = _check_hardware(ctx, deploy)
     job_id = str_or_none(ctx, deploy, "job_id", "motor_deploy_config.job_id", required=True,
-                          hint='add "job_id": "mindie-motor"')
+                         hint='add "job_id": "mindie-motor"')
     bad_job_id = None if job_id is None else job_id_problem(job_id, describe(job_id))
     if bad_job_id is not None:
         ctx.error(*bad_job_id)
@@ -136,12 +136,12 @@ def _check_counts(ctx, deploy, role, hardware):
         return None, None, None
     count_key, pods_key, npus_key = DEPLOY_KEYS[role]
     count = int_in(ctx, deploy, count_key, "motor_deploy_config." + count_key, 1, INSTANCE_NUM_MAX,
-                    hint="PyMotor allows 1..%d instances per role" % INSTANCE_NUM_MAX)
+                   hint="PyMotor allows 1..%d instances per role" % INSTANCE_NUM_MAX)
     pods = int_in(ctx, deploy, pods_key, "motor_deploy_config." + pods_key, 1,
-                   hint="an instance needs at least one pod, i.e. one host")
+                  hint="an instance needs at least one pod, i.e. one host")
     max_npus = HARDWARE_NPUS.get(hardware, 16)
     npus = int_in(ctx, deploy, npus_key, "motor_deploy_config." + npus_key, 1, max_npus,
-                   hint="%s hosts have %d NPUs" % (hardware or "800I_A3", max_npus))
+                  hint="%s hosts have %d NPUs" % (hardware or "800I_A3", max_npus))
     if hardware == "800I_A3" and npus is not None and npus > 1 and npus % 2:
         ctx.warn("motor_deploy_config." + npus_key, "odd NPU count %d on 800I_A3" % npus,
                  "A3 NPU dies come in pairs; use an even count")

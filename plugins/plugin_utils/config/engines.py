@@ -54,7 +54,7 @@ def _normalize_engine_keys(ctx, engine_config, path):
 
 def _check_engine_type(ctx, section, path):
     engine_type = str_or_none(ctx, section, "engine_type", path + ".engine_type", required=True,
-                               hint='add "engine_type": "vllm"')
+                              hint='add "engine_type": "vllm"')
     if engine_type is None:
         return None
     if engine_type not in ENGINE_TYPES:
@@ -81,11 +81,11 @@ def _check_section_extras(ctx, section, path):
 
 def _check_model(ctx, engine_config, path, weight_path):
     name = str_or_none(ctx, engine_config, "served_model_name", path + ".served_model_name", required=True,
-                        hint="the name clients send as 'model'")
+                       hint="the name clients send as 'model'")
     if name is not None and not name.strip():
         ctx.error(path + ".served_model_name", "must not be empty", "the name clients send as 'model'")
     model = str_or_none(ctx, engine_config, "model", path + ".model", required=True,
-                         hint="absolute path of the weights inside the container")
+                        hint="absolute path of the weights inside the container")
     if model is not None and not model.startswith("/"):
         ctx.error(path + ".model", "%s is not an absolute path" % describe(model),
                   "use the weight directory's absolute path, under weight_mount_path")
@@ -133,7 +133,7 @@ def check_engine(ctx, uc, role, deploy, hardware):
     engine_type = _check_engine_type(ctx, section, path)
     ec_path = path + ".engine_config"
     engine_config = dict_or_none(ctx, section, "engine_config", ec_path, required=True,
-                                  hint="add engine_config with served_model_name and model")
+                                 hint="add engine_config with served_model_name and model")
     if engine_config is None:
         return None
     engine_config = section["engine_config"] = _normalize_engine_keys(ctx, engine_config, ec_path)

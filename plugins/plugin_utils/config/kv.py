@@ -172,7 +172,7 @@ def check_kv_pool(ctx, uc, engines):
         pool.setdefault("default_kv_lease_ttl", KV_LEASE_TTL)
     port = int_in(ctx, pool, "port", "kv_cache_pool_config.port", 1, 65535, default=KV_POOL_PORT)
     ttl = int_in(ctx, pool, "default_kv_lease_ttl", "kv_cache_pool_config.default_kv_lease_ttl", 1,
-                  hint="milliseconds; must exceed the engines' ASCEND_CONNECT_TIMEOUT", default=KV_LEASE_TTL)
+                 hint="milliseconds; must exceed the engines' ASCEND_CONNECT_TIMEOUT", default=KV_LEASE_TTL)
     _check_pool_fields(ctx, pool)
     return {"enabled": True, "port": port, "metrics_port": KV_POOL_METRICS_PORT,
             "eviction_high_watermark_ratio": ratios.get("eviction_high_watermark_ratio"),
@@ -191,7 +191,7 @@ def check_kv_conductor(ctx, uc, affinity, kv_pool):
         section.setdefault("http_server_port", CONDUCTOR_PORT)
     low = 1 if affinity else 0
     port = int_in(ctx, section, "http_server_port", path + ".http_server_port", low, 65535,
-                   hint="the conductor's HTTP port, 1..65535, default 13333")
+                  hint="the conductor's HTTP port, 1..65535, default 13333")
     enabled = bool(port)
     if enabled and not affinity:
         ctx.warn(path + ".http_server_port", "the KV conductor runs but scheduler_type is not kv_cache_affinity",

@@ -83,7 +83,7 @@ def check_ports(ctx, uc, engines):
                 count = None
         if "worker_metaserver_base_port" in workers:
             check_port(ctx, workers, "worker_metaserver_base_port", path + ".worker_metaserver_base_port", low=0,
-                        length=count or NUM_WORKERS, default_hint="0 to disable the worker metaservers")
+                       length=count or NUM_WORKERS, default_hint="0 to disable the worker metaservers")
         elif count is not None and METASERVER_BASE_PORT + count - 1 > PORT_MAX:
             ctx.error(path + ".num_workers", "%d workers need metaserver ports %d..%d, beyond %d"
                       % (count, METASERVER_BASE_PORT, METASERVER_BASE_PORT + count - 1, PORT_MAX),
@@ -97,7 +97,7 @@ def check_ports(ctx, uc, engines):
         check_port(ctx, engine_config, "data_parallel_rpc_port", base + ".data_parallel_rpc_port")
         parent, parent_path = kv_port_parent(engine_config, base)
         check_port(ctx, parent, "kv_port", join_path(parent_path or "", "kv_port"), low=0,
-                    length=engine["npus_per_pod"] or 1)
+                   length=engine["npus_per_pod"] or 1)
         manager = section.get("motor_nodemanger_config")
         if not isinstance(manager, dict):
             continue  # a wrong type is reported by _check_section_extras
@@ -106,4 +106,4 @@ def check_ports(ctx, uc, engines):
         check_port(ctx, api, "node_manager_port", nm_path + ".api_config.node_manager_port")
         endpoint = dict_or_none(ctx, manager, "endpoint_config", nm_path + ".endpoint_config")
         check_port(ctx, endpoint, "base_port", nm_path + ".endpoint_config.base_port",
-                    length=2 * (engine["dp_local_per_pod"] or 1))
+                   length=2 * (engine["dp_local_per_pod"] or 1))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 
 
-
 # vLLM versions: BlockStored got its `medium` field (read by the conductor at index 6) in about 0.11.0;
 # the map-shaped encoding (PR 42892, merged 2026-06-09) is confirmed in 0.26.0.
 KV_MEDIUM_SINCE = (0, 11, 0)

@@ -9,7 +9,6 @@ import json
 import re
 
 
-
 MASK = "********"
 
 
@@ -61,7 +60,6 @@ def mask_text(text: str, mask: str = MASK) -> str:
 
 def mask_document(text: str, mask: str = MASK) -> str:
     """A JSON document with its secret values masked (re-serialized, indent 2), else ``mask_text``."""
-
 
     try:
         data = json.loads(text)

@@ -9,7 +9,6 @@ import json
 import re
 
 
-
 ENDPOINT_RE = re.compile(r"^(?P<prefix>.*):(?P<port>\d+)$")
 
 

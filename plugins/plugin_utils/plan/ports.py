@@ -140,7 +140,7 @@ class PortAssignment:
         if meta_pref > 0:
             specs.append(("coordinator_metaserver", coord, cname, meta_pref, num_workers, "metaserver", False,
                           user_set(workers, "worker_metaserver_base_port",
-                                    "motor_coordinator_config.inference_workers_config.worker_metaserver_base_port")))
+                                   "motor_coordinator_config.inference_workers_config.worker_metaserver_base_port")))
         else:
             ports["coordinator_metaserver"] = 0
         ports["coordinator_num_workers"] = num_workers
@@ -246,12 +246,12 @@ class PortAssignment:
             "own_events": spec["events"] if role != self.events_role else None,
             "sources": {
                 "dp_rpc": user_set(engine_config, "data_parallel_rpc_port",
-                                    f"{spec['section']}.engine_config.data_parallel_rpc_port"),
+                                   f"{spec['section']}.engine_config.data_parallel_rpc_port"),
                 "kv": None,
                 "node_manager": user_set(dig(nm_cfg, "api_config"), "node_manager_port",
-                                          f"{nm_path}.api_config.node_manager_port"),
+                                         f"{nm_path}.api_config.node_manager_port"),
                 "engine_base": user_set(dig(nm_cfg, "endpoint_config"), "base_port",
-                                         f"{nm_path}.endpoint_config.base_port"),
+                                        f"{nm_path}.endpoint_config.base_port"),
             },
         }
         if spec["kv"] is not None:

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 
-
 def drain_requests(drain: list, services: list) -> list:
     """The conductor ``/unregister`` bodies for the DP ranks the drained containers publish.
 

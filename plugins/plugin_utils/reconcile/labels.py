@@ -41,7 +41,7 @@ def previous_placement(existing: dict) -> dict:
             if not isinstance(data, dict):
                 continue
             out[container_name(item)] = {"host": host, "npu_ids": list(data.get("npu_ids") or []),
-                                   "port_map": dict(data.get("port_map") or {})}
+                                         "port_map": dict(data.get("port_map") or {})}
     return out
 
 

@@ -125,7 +125,7 @@ def test_http_results_keys():
     results = [{"item": {"name": "a"}, "status": 200, "json": {"status": True}},
                {"item": [{"name": "b"}, {"dp_rank": 3}], "status": -1}]
     assert http_results(results) == {"a": {"status": 200, "json": {"status": True}},
-                                         "b/3": {"status": -1, "json": {}}}
+                                     "b/3": {"status": -1, "json": {}}}
 
 
 def test_status_rows_and_table():

@@ -993,7 +993,6 @@ def test_no_variable_the_collection_uses_looks_like_a_misspelt_host_variable():
     far from all of them (else a role setting in group_vars would stop every plan)."""
     import re
 
-
     names = set()
     for folder in ("roles", "playbooks", "inventories", "examples", "extensions"):
         for path in (REPO / folder).rglob("*"):

@@ -185,7 +185,7 @@ def test_links_of_multi_host_instances_only():
         "h1: NPU link 1: hccn_tool -i 1 -link -g says not read (fix: check the NPU network cabling and "
         "/etc/hccn.conf; a multi-host instance needs every link up)"]
     assert host_problems("h1", [container], probe, host_settings(DEFAULTS, {"motor_service_check_links": "false"}),
-                            multi) == []
+                         multi) == []
 
 
 def test_a_missing_setting_is_named():

@@ -12,7 +12,15 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CON
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import change_table, reconcile, tier_steps
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.drain import drain_requests, drained_endpoints
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import READS, ROLE_SECTIONS, canonical_json, config_parts, container_hashes, sha256_hex, spec_digest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import (
+    READS,
+    ROLE_SECTIONS,
+    canonical_json,
+    config_parts,
+    container_hashes,
+    sha256_hex,
+    spec_digest,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label, previous_placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec
 

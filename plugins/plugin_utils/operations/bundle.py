@@ -1,0 +1,34 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""collect_logs.yml: the files of the support bundle of one host, from what the host tasks read (pure, no I/O)."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document
+
+
+def _text(result: dict, *keys) -> str:
+    return "".join(str((result or {}).get(key) or "") for key in keys)
+
+
+def host_files(read: dict, config_root: str) -> list:
+    """``read``: the registered results ``logs`` (a loop of docker logs over the job's containers), ``configs`` (a
+    loop of slurp over the rendered configs), ``npu_smi`` and ``docker_info`` (commands). Returns the files of the
+    host's part of the bundle, ``{path, text}``, secrets masked."""
+    files = []
+    for result in (read.get("logs") or {}).get("results") or []:
+        name = re.sub(r"^/", "", ((result.get("item") or {}).get("Names") or [""])[0])
+        files.append({"path": "logs/%s.log" % name, "text": _text(result, "stdout") + "\n" + _text(result, "stderr")})
+    root = re.escape(str(config_root).rstrip("/"))
+    for result in (read.get("configs") or {}).get("results") or []:
+        path = re.sub("^%s/?" % root, "", str((result.get("item") or {}).get("path") or ""))
+        text = base64.b64decode(result.get("content") or "").decode("utf-8", errors="replace")
+        files.append({"path": "configs/" + path, "text": text})
+    npu = read.get("npu_smi") or {}
+    files.append({"path": "npu-smi-info.txt", "text": _text(npu, "stdout") + (_text(npu, "stderr") or _text(npu, "msg"))})
+    files.append({"path": "docker-info.txt", "text": _text(read.get("docker_info"), "stdout", "stderr")})
+    return [{"path": f["path"], "text": mask_document(f["text"])} for f in files]
