@@ -11,19 +11,10 @@ import tarfile
 import time
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.text.converters import to_bytes, to_native
-from ansible.plugins.action import ActionBase
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.bundle import host_files
-
-ARGUMENT_SPEC = {
-    "job_id": {"type": "str", "required": True},
-    "dest": {"type": "path", "default": "."},
-    "config_root": {"type": "path", "required": True},
-    "hosts": {"type": "list", "elements": "str", "required": True},
-    "read": {"type": "dict", "required": True},
-}
 
 
 def _add(tar, name, data, mode, mtime):
@@ -37,24 +28,24 @@ def _add(tar, name, data, mode, mtime):
         tar.addfile(info, io.BytesIO(data))
 
 
-class ActionModule(ActionBase):
+class ActionModule(EntryPoint):
     """pymotor.ascend.motor_bundle (documentation in plugins/modules/motor_bundle.py)."""
 
-    TRANSFERS_FILES = False
+    ARGUMENT_SPEC = {
+        "job_id": {"type": "str", "required": True},
+        "dest": {"type": "path", "default": "."},
+        "config_root": {"type": "path", "required": True},
+        "hosts": {"type": "list", "elements": "str", "required": True},
+        "read": {"type": "dict", "required": True},
+    }
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            raise AnsibleActionFail("motor_bundle: %s" % "; ".join(validated.error_messages))
-        args = validated.validated_parameters
-        hostvars = (task_vars or {}).get("hostvars") or {}
+    def phase(self, args, task_vars):
         now = time.time()
         name = "pymotor-logs-%s-%s" % (args["job_id"], time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)))
         dest = os.path.realpath(os.path.expanduser(args["dest"]))
         path = os.path.join(dest, name + ".tar.gz")
-        result.update(changed=True, dest=path)
+        result = {"changed": True, "dest": path}
         if self._play_context.check_mode:
             return result
         try:
@@ -63,7 +54,7 @@ class ActionModule(ActionBase):
             with os.fdopen(handle, "wb") as out, tarfile.open(fileobj=out, mode="w:gz") as tar:
                 _add(tar, name, None, 0o700, now)
                 for host in args["hosts"]:
-                    own = hostvars[host] if host in hostvars else {}
+                    own = self.host_vars(task_vars, host)
                     read = {key: own.get(var) or {} for key, var in args["read"].items()}
                     dirs = set()
                     for item in host_files(read, args["config_root"]):

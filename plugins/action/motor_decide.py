@@ -7,48 +7,35 @@ decide what happens to every container, and hand each host and the controller th
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import pymotor_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import decide
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import PrecheckError, checked_hosts
 
-ARGUMENT_SPEC = {
-    "plan": {"type": "dict", "required": True},
-    "discovery": {"type": "str", "required": True},
-    "settings": {"type": "dict", "required": True},
-    "startup_cache": {"type": "str", "required": True},
-    "startup_in_image": {"type": "str", "required": True},
-    "ready_timeout": {"type": "int", "required": True},
-    "port_timeout": {"type": "int", "required": True},
-}
 
-
-class ActionModule(ActionBase):
+class ActionModule(EntryPoint):
     """pymotor.ascend.motor_decide (documentation in plugins/modules/motor_decide.py)."""
 
-    TRANSFERS_FILES = False
+    ARGUMENT_SPEC = {
+        "plan": {"type": "dict", "required": True},
+        "discovery": {"type": "str", "required": True},
+        "settings": {"type": "dict", "required": True},
+        "startup_cache": {"type": "str", "required": True},
+        "startup_in_image": {"type": "str", "required": True},
+        "ready_timeout": {"type": "int", "required": True},
+        "port_timeout": {"type": "int", "required": True},
+    }
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            raise AnsibleActionFail("motor_decide: %s" % "; ".join(validated.error_messages))
-        args = validated.validated_parameters
-        task_vars = task_vars or {}
-        hostvars = task_vars.get("hostvars") or {}
+    def phase(self, args, task_vars):
         plan = args["plan"]
         hosts = checked_hosts(plan, pymotor_hosts(task_vars.get("groups")))
-        own = {h: hostvars[h] if h in hostvars else {} for h in hosts}
+        own = {h: self.host_vars(task_vars, h) for h in hosts}
         probes = {h: own[h].get(args["discovery"]) or {} for h in hosts}
         # a host's own value (inventory host or group variable) of a setting wins for that host
         overrides = {h: {name: own[h][name] for name in args["settings"] if name in own[h]} for h in hosts}
         try:
-            decision = decide(plan, hosts, probes, args["settings"], overrides, args)
+            return self.facts(motor_decision=decide(plan, hosts, probes, args["settings"], overrides, args))
         except PrecheckError as err:
             raise AnsibleActionFail("motor_decide: %s" % err)
-        # the decision carries the rendered config files (user_config holds API keys and TLS secrets): never shown
-        result.update(changed=False, ansible_facts={"motor_decision": decision}, _ansible_no_log=True)
-        return result

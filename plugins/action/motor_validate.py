@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem, failure_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
 
 NO_SOURCE = Problem("motor_config_dir", "no PyMotor configuration given",
                     "set motor_config_dir to a directory holding user_config.json and env.json, like deploy.py "
@@ -38,25 +38,19 @@ def read_text(path):
         return to_text(handle.read(), errors="surrogate_or_strict")
 
 
-class ActionModule(ActionBase):
+class ActionModule(EntryPoint):
     """pymotor.ascend.motor_validate (documentation in plugins/modules/motor_validate.py)."""
 
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("config_dir", "user_config_path", "env_config_path", "overrides"))
+    ARGUMENT_SPEC = {"config_dir": {"type": "path"}, "user_config_path": {"type": "path"},
+                     "env_config_path": {"type": "path"}, "overrides": {"type": "raw", "default": []}}
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        args = self._task.args
+    def phase(self, args, task_vars):
         try:
-            user_path, env_path = config_paths(args.get("config_dir"), args.get("user_config_path"),
-                                               args.get("env_config_path"))
+            user_path, env_path = config_paths(args["config_dir"], args["user_config_path"], args["env_config_path"])
             user_config = load_json_text(read_text(user_path), "user_config.json")
             env_config = load_json_text(read_text(env_path), "env.json")
-            config = normalize(user_config, env_config, args.get("overrides") or [])
+            config = normalize(user_config, env_config, args["overrides"])
         except MotorConfigError as err:
-            result.update(failed=True, changed=False, msg=failure_text(err.problems, err.warnings))
-            return result
-        # user_config holds API keys and TLS secrets: the result is never shown (-v neither); failures above are.
-        result.update(changed=False, ansible_facts={"motor_normalized_config": config}, summary=config_summary(config),
-                      _ansible_no_log=True)
-        return result
+            return {"failed": True, "msg": failure_text(err.problems, err.warnings)}
+        return dict(self.facts(motor_normalized_config=config), summary=config_summary(config))

@@ -93,49 +93,15 @@ def motor_ops(plan, raw, min_affinity=1.0):
     return verify_report(plan, raw or {}, float(min_affinity))
 
 
-def motor_ops_verify_table(report):
-    """Render a verify report as text."""
-    return verify_table(report)
-
-
-def motor_ops_status_rows(per_host, now=None):
-    """Status rows from docker inspect results per host."""
-    return status_rows(per_host, now)
-
-
-def motor_ops_status_table(rows):
-    """Render status rows as text."""
-    return status_table(rows)
-
-
-def motor_ops_mask(data):
-    """Mask the secrets of a structure."""
-    return mask_secrets(data)
-
-
-def motor_ops_mask_text(text):
-    """Mask the secrets of free text."""
-    return mask_text(text)
-
-
-def motor_ops_mask_document(text):
-    """Mask the secrets of a JSON document (or free text)."""
-    return mask_document(text)
-
-
-def motor_ops_kv_shape(batch):
-    """Shape of one decoded KV-event batch."""
-    return kv_event_shape(batch)
-
-
-def motor_ops_kv_verdict(vllm_version, shapes=None):
-    """Can the conductor read the engine's KV events."""
-    return kv_format_verdict(vllm_version, shapes)
-
-
-def motor_ops_http(results):
-    """A uri loop's results as {container or container/dp_rank: {status, json}}."""
-    return http_results(results)
+motor_ops_verify_table = verify_table  # Render a verify report as text.
+motor_ops_status_rows = status_rows  # Status rows from docker inspect results per host.
+motor_ops_status_table = status_table  # Render status rows as text.
+motor_ops_mask = mask_secrets  # Mask the secrets of a structure.
+motor_ops_mask_text = mask_text  # Mask the secrets of free text.
+motor_ops_mask_document = mask_document  # Mask the secrets of a JSON document (or free text).
+motor_ops_kv_shape = kv_event_shape  # Shape of one decoded KV-event batch.
+motor_ops_kv_verdict = kv_format_verdict  # Can the conductor read the engine's KV events.
+motor_ops_http = http_results  # A uri loop's results as {container or container/dp_rank: {status, json}}.
 
 
 def motor_ops_kv_endpoints(plan, containers=None):
@@ -145,9 +111,7 @@ def motor_ops_kv_endpoints(plan, containers=None):
     return [e["endpoint"] for e in expected_kv_endpoints(plan) if e["container"] in containers]
 
 
-def motor_ops_status_ok(body):
-    """Whether a node manager or engine /status answer means healthy."""
-    return status_ok(body)
+motor_ops_status_ok = status_ok  # Whether a node manager or engine /status answer means healthy.
 
 
 class FilterModule:

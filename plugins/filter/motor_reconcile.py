@@ -30,8 +30,7 @@ description:
 positional: _input, parts, existing
 options:
   _input:
-    description:
-      - The deployment plan.
+    description: The plan (P(pymotor.ascend.motor_plan#filter) output) whose containers are reconciled.
     type: dict
     required: true
   parts:
@@ -84,44 +83,14 @@ def motor_reconcile(plan, parts, existing):
     return reconcile(plan, parts or {}, existing or {})
 
 
-def motor_reconcile_spec_digest(container):
-    """Digest of a plan entry, instance counts masked."""
-    return spec_digest(container)
-
-
-def motor_reconcile_placement(container):
-    """Placement label value of a plan entry."""
-    return placement_label(container)
-
-
-def motor_reconcile_previous(existing):
-    """Current placement from the containers' labels, per container name."""
-    return previous_placement(existing)
-
-
-def motor_reconcile_drain_requests(drain, services):
-    """Conductor /unregister bodies for the drained containers."""
-    return drain_requests(drain, services)
-
-
-def motor_reconcile_drained(drain, services):
-    """Endpoints of drained containers the conductor still lists."""
-    return drained_endpoints(drain, services)
-
-
-def motor_reconcile_container_spec(container, result, settings):
-    """The pymotor.ascend.motor_containers spec of a plan entry (labels included, user_config left out)."""
-    return container_spec(container, result, settings)
-
-
-def motor_reconcile_configmaps(containers, env_functions):
-    """The config directories of plan entries: injected functions and files (user_config.json, env.json)."""
-    return configmaps(containers, env_functions)
-
-
-def motor_reconcile_table(result):
-    """Render the changes as text."""
-    return change_table(result)
+motor_reconcile_spec_digest = spec_digest  # Digest of a plan entry, instance counts masked.
+motor_reconcile_placement = placement_label  # Placement label value of a plan entry.
+motor_reconcile_previous = previous_placement  # Current placement from the containers' labels, per container name.
+motor_reconcile_drain_requests = drain_requests  # Conductor /unregister bodies for the drained containers.
+motor_reconcile_drained = drained_endpoints  # Endpoints of drained containers the conductor still lists.
+motor_reconcile_container_spec = container_spec  # The pymotor.ascend.motor_containers spec of a plan entry (labels included, user_config left out).
+motor_reconcile_configmaps = configmaps  # The config directories of plan entries: injected functions and files (user_config.json, env.json).
+motor_reconcile_table = change_table  # Render the changes as text.
 
 
 class FilterModule:

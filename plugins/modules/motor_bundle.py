@@ -17,16 +17,8 @@ description:
   - Reads, on the controller, what every host of O(hosts) registered (O(read) names the variables - container logs, the
     rendered configs, npu-smi info, docker info), masks every secret-looking value (API keys, passwords, TLS keys) and
     writes C(<dest>/pymotor-logs-<job_id>-<UTC time>.tar.gz) (mode 0600; a directory per host).
-attributes:
-  check_mode:
-    support: full
-    description: Reports the archive it would write, writes nothing.
-  diff_mode:
-    support: none
-    description: No diff is returned.
-  action:
-    support: full
-    description: Implemented as an action plugin running on the controller, with no module run.
+extends_documentation_fragment:
+  - pymotor.ascend.controller_action
 options:
   job_id:
     description: The job id (part of the archive name).

@@ -22,16 +22,8 @@ description:
     C(work) (per host what it removes first and its M(pymotor.ascend.motor_containers) run per tier step), C(readiness)
     and C(rolling) (the M(pymotor.ascend.motor_wait) checks), C(containers), C(states), C(conductor_url), C(job_id).
     The result is never shown (it carries the config files)."
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; the same result in check mode.
-  diff_mode:
-    support: none
-    description: No diff is returned.
-  action:
-    support: full
-    description: Implemented as an action plugin running on the controller, with no module run.
+extends_documentation_fragment:
+  - pymotor.ascend.controller_action
 options:
   plan:
     description: The plan (fact C(motor_plan_result) of M(pymotor.ascend.motor_plan_job)).

@@ -22,16 +22,8 @@ description:
     their placement labels say they run.
   - "On success sets the fact C(motor_plan_result) (never shown: user_config holds secrets); on failure fails once, listing
     every problem once as C(<path>: <what> (<hint>))."
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; the same result in check mode.
-  diff_mode:
-    support: none
-    description: No diff is returned.
-  action:
-    support: full
-    description: Implemented as an action plugin running on the controller, with no module run.
+extends_documentation_fragment:
+  - pymotor.ascend.controller_action
 options:
   config:
     description: The normalized configuration (fact C(motor_normalized_config) of M(pymotor.ascend.motor_validate)).

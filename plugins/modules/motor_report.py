@@ -18,16 +18,8 @@ description:
     C(step) and C(states)) and fails, naming the hosts, when one did not record the last step (failed or unreachable).
   - With O(summary), returns the summary table of every planned container with its state (the discovery, then the
     hosts' records, then O(states)).
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; the same result in check mode.
-  diff_mode:
-    support: none
-    description: No diff is returned.
-  action:
-    support: full
-    description: Implemented as an action plugin running on the controller, with no module run.
+extends_documentation_fragment:
+  - pymotor.ascend.controller_action
 options:
   plan:
     description: The plan.
@@ -52,11 +44,10 @@ options:
 """
 
 EXAMPLES = r"""
-- name: Stop when a host of the plan did not finish the previous step
-  pymotor.ascend.motor_report:
-    plan: "{{ motor_plan_result }}"
-    decision: "{{ motor_decision }}"
-    host_record: motor_service_host_record
+- name: Summarise a deploy
+  pymotor.ascend.motor_report: {plan: "{{ motor_plan_result }}", decision: "{{ motor_decision }}",
+                                host_record: motor_service_host_record, summary: true}
+  register: summary
 """
 
 RETURN = r"""

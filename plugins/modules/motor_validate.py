@@ -20,16 +20,8 @@ description:
   - "On success sets the fact C(motor_normalized_config); the result is never shown (user_config holds secrets)."
   - "On failure fails once, the message listing every problem once, one a line, as C(<path>: <what> (<hint>)),
     then the warnings after a blank line."
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; the same result in check mode.
-  diff_mode:
-    support: none
-    description: No diff is returned.
-  action:
-    support: full
-    description: Implemented as an action plugin running on the controller, with no module run.
+extends_documentation_fragment:
+  - pymotor.ascend.controller_action
 options:
   config_dir:
     description: Directory holding C(user_config.json) and C(env.json), like deploy.py C(--config_dir).

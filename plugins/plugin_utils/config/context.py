@@ -93,17 +93,27 @@ def describe(value):
     return "%s %r" % (kind, value)
 
 
-def dict_or_none(ctx, parent, key, path, required=False, hint=""):
-    """Return ``parent[key]`` if it is an object; report a wrong type or a missing key."""
+# kind -> (types, what the value must be, how to fix a wrong type)
+_KINDS = {"object": (dict, "an object", "use a JSON object {...}"), "string": (str, "a string", "quote the value")}
+
+
+def _typed(ctx, parent, key, path, kind, required, hint):
+    """Return ``parent[key]`` when it is of ``kind``; report a wrong type, or a missing key when ``required``."""
+    types, what, fix = _KINDS[kind]
     value = parent.get(key, MISSING) if isinstance(parent, dict) else MISSING
     if value is MISSING:
         if required:
-            ctx.error(path, "missing required object", hint or "add it")
+            ctx.error(path, "missing required %s" % kind, hint or "add it")
         return None
-    if not isinstance(value, dict):
-        ctx.error(path, "expected an object, got %s" % describe(value), hint or "use a JSON object {...}")
+    if not isinstance(value, types):
+        ctx.error(path, "expected %s, got %s" % (what, describe(value)), hint or fix)
         return None
     return value
+
+
+def dict_or_none(ctx, parent, key, path, required=False, hint=""):
+    """Return ``parent[key]`` if it is an object; report a wrong type or a missing key."""
+    return _typed(ctx, parent, key, path, "object", required, hint)
 
 
 def int_in(ctx, parent, key, path, low, high=None, hint="", default=MISSING):
@@ -122,15 +132,8 @@ def int_in(ctx, parent, key, path, low, high=None, hint="", default=MISSING):
 
 
 def str_or_none(ctx, parent, key, path, required=False, hint=""):
-    value = parent.get(key, MISSING)
-    if value is MISSING:
-        if required:
-            ctx.error(path, "missing required string", hint or "add it")
-        return None
-    if not isinstance(value, str):
-        ctx.error(path, "expected a string, got %s" % describe(value), hint or "quote the value")
-        return None
-    return value
+    """Return ``parent[key]`` if it is a string; report a wrong type or a missing key."""
+    return _typed(ctx, parent, key, path, "string", required, hint)
 
 
 def suggest(key, known):

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import WEIGHT_MOUNT_PATH
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import compress_numbers, natural_key
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import compress_numbers, natural_key, render_table
 
 
 def strip_dir(path) -> str:
@@ -43,19 +43,19 @@ def model_dirs(source) -> list:
     return out
 
 
+PLAN_COLUMNS = [("host", "HOST"), ("ip", "IP"), ("name", "CONTAINER"), ("role", "ROLE"), ("tier", "TIER"),
+                ("npus", "NPUS"), ("ports", "PORTS")]
+
+
 def plan_table(plan: dict) -> str:
     """The plan as a fixed-width text table: host, ip, container, role, NPUs, ports (one row per container)."""
-    header = ("HOST", "IP", "CONTAINER", "ROLE", "TIER", "NPUS", "PORTS")
-    rows = []
     order = {name: i for i, name in enumerate(plan.get("hosts") or {})}
     containers = sorted(plan.get("containers") or [],
                         key=lambda c: (order.get(c["host"], len(order)), c["tier"], natural_key(c["name"])))
-    for cont in containers:
-        rows.append((cont["host"], cont.get("ip", ""), cont["name"], cont["role"], str(cont["tier"]),
-                     compress_numbers(cont.get("npu_ids") or []), compress_numbers(cont.get("ports") or [])))
-    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in [header] + rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    rows = [{"host": c["host"], "ip": c.get("ip", ""), "name": c["name"], "role": c["role"], "tier": c["tier"],
+             "npus": compress_numbers(c.get("npu_ids") or []), "ports": compress_numbers(c.get("ports") or [])}
+            for c in containers]
+    lines = render_table(rows, PLAN_COLUMNS).splitlines()
     coord = plan.get("coordinator") or {}
     summary = [f"job {plan.get('job_id')} ({plan.get('mode')}, {plan.get('hardware_type')}): "
                f"{len(containers)} containers on {len({c['host'] for c in containers})} hosts; "

@@ -20,6 +20,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     ROLE_LABEL,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, dependencies
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name, parse_parts
 
 
@@ -157,10 +158,4 @@ def change_table(result: dict) -> str:
     rows = (result or {}).get("changes") or []
     if not rows:
         return "no container changes: every container runs with its planned config"
-    keys = [key for key, _title in CHANGE_COLUMNS]
-    titles = [title for _key, title in CHANGE_COLUMNS]
-    cells = [[str(r.get(key) or "") for key in keys] for r in rows]
-    widths = [max(len(title), *(len(row[i]) for row in cells)) for i, title in enumerate(titles)]
-    lines = ["  ".join(t.ljust(w) for t, w in zip(titles, widths)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
-    return "\n".join(lines)
+    return render_table(rows, CHANGE_COLUMNS, rule=False)

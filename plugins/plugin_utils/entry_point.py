@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The base of the phase entry points (plugins/action/motor_*.py): the one piece of plugin_utils that knows Ansible.
+
+An entry point runs on the controller in the worker process (no module run), validates its arguments against its
+ARGUMENT_SPEC and hands them, with the inventory it reads (``groups``, ``hostvars``), to the pure logic of config/,
+plan/, reconcile/ or operations/. What it returns as facts is never shown (plans and decisions carry user_config,
+which holds secrets); a failure's message is: every problem once, one a line.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+
+class EntryPoint(ActionBase):
+    """Validate the arguments, then ``self.phase(args, task_vars)`` returns the result to merge."""
+
+    TRANSFERS_FILES = False
+    ARGUMENT_SPEC: dict = {}
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(EntryPoint, self).run(tmp, task_vars)
+        validated = ArgumentSpecValidator(self.ARGUMENT_SPEC).validate(self._task.args)
+        if validated.error_messages:
+            raise AnsibleActionFail("%s: %s" % (self._task.action, "; ".join(validated.error_messages)))
+        result["changed"] = False
+        result.update(self.phase(validated.validated_parameters, task_vars or {}))
+        return result
+
+    def phase(self, args, task_vars):
+        """The entry point's work: a dict merged into the result."""
+        raise NotImplementedError
+
+    @staticmethod
+    def host_vars(task_vars, host):
+        """The variables of one inventory host (empty when unknown)."""
+        hostvars = task_vars.get("hostvars") or {}
+        return hostvars[host] if host in hostvars else {}
+
+    @staticmethod
+    def facts(**facts):
+        """A result that sets facts on the controller, never shown (they carry user_config)."""
+        return {"ansible_facts": facts, "_ansible_no_log": True}
