@@ -1,0 +1,205 @@
+"""Unit tests of the phase logic behind the entry points: the one job_id rule, the inventory view, the decision
+(prechecks, per-host work per tier step, readiness), the end-of-deploy report and the support bundle files."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
+    HARDWARE_NPUS,
+    KV_PORT_FLOOR,
+    Problem,
+    failure_text,
+    job_id_problem,
+)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.bundle import host_files
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import host_view, pymotor_hosts, unread_hosts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import decide
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.report import deploy_summary, unfinished_hosts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key, render_table
+
+SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
+HOSTS = {
+    "h1": {"motor_host_ip": "10.0.0.1", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
+    "ctl": {"motor_host_ip": "10.0.0.9", "group_names": ["motor_control_hosts"]},
+}
+SETTINGS = {
+    "motor_service_image": "local/pymotor:1",
+    "motor_service_config_root": "/etc/pymotor",
+    "motor_service_docker_min_version": "20.10.0",
+    "motor_service_driver_dir": "/usr/local/Ascend/driver",
+    "motor_service_hccn_tool": "/usr/local/Ascend/driver/tools/hccn_tool",
+    "motor_service_log_root": "/var/log/pymotor",
+    "motor_service_min_free_log_mb": 1024,
+    "motor_service_check_links": True,
+    "motor_service_engine_mounts": ["/usr/local/Ascend/driver"],
+    "motor_service_command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"],
+    "motor_service_restart_policy": "unless-stopped",
+    "motor_service_log_max_size": "100m",
+    "motor_service_log_max_file": "5",
+    "motor_service_env_functions": {"common.sh": ["set_common_env"]},
+    "motor_service_extra_volumes": [],
+}
+OPTIONS = {"startup_cache": "/var/cache/pymotor/startup", "startup_in_image": "/tmp/startup", "ready_timeout": 60,
+           "port_timeout": 30}
+
+
+def seed(job_id=None):
+    user = json.loads((SEED / "user_config.json").read_text())
+    if job_id is not None:
+        user["motor_deploy_config"]["job_id"] = job_id
+    return user, json.loads((SEED / "env.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return build_plan(normalize(*seed()), HOSTS)
+
+
+def healthy(plan, host, containers=()):
+    own = [c for c in plan["containers"] if c["host"] == host]
+    npus = sorted({n for c in own for n in c["npu_ids"]}) or [0]
+    return {"can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0.7"}, "images": [{"Id": "sha256:img"}],
+            "containers": list(containers), "npu_devices": npus, "npu_health": {str(n): "OK" for n in npus},
+            "npu_error": "", "listening": [], "links": {}, "free_mb": 50000,
+            "paths": {"/usr/local/Ascend/driver": True, "/usr/local/Ascend/driver/tools/hccn_tool": True,
+                      "/mnt/weight": True},
+            "models": {m: "ok" for m in model_dirs(own)}}
+
+
+@pytest.mark.parametrize("job_id", ["a" * 41, "a" * 63, "mindie-motor-2"])
+def test_validate_and_plan_accept_the_same_job_ids(job_id):
+    config = normalize(*seed(job_id))
+    assert config["job_id"] == job_id
+    assert build_plan(config, HOSTS)["job_id"] == job_id
+
+
+@pytest.mark.parametrize("job_id", ["a" * 64, "Mindie_Motor", "-x", "a.b"])
+def test_validate_and_plan_reject_the_same_job_ids_with_the_same_hint(job_id):
+    with pytest.raises(MotorConfigError) as validated:
+        normalize(*seed(job_id))
+    config = normalize(*seed())
+    config["job_id"] = job_id
+    with pytest.raises(MotorPlanError) as planned:
+        build_plan(config, HOSTS)
+    by_validate = [p for p in validated.value.problems if p.path == "motor_deploy_config.job_id"]
+    by_plan = [p for p in planned.value.problems if p.path == "motor_deploy_config.job_id"]
+    assert len(by_validate) == len(by_plan) == 1
+    assert by_validate[0].hint == by_plan[0].hint == job_id_problem(job_id).hint
+    assert "cannot prefix container names" in by_validate[0].message and "cannot prefix" in by_plan[0].message
+
+
+def test_contract_facts_and_the_one_problem_format():
+    assert KV_PORT_FLOOR == {"800I_A2": 28000, "800I_A3": 36000}  # derived from the transport's random port range
+    assert set(KV_PORT_FLOOR) == set(HARDWARE_NPUS)
+    assert str(Problem("a.b", "is wrong", "fix it")) == "a.b: is wrong (fix it)"
+    text = failure_text([Problem("a", "x", "y"), Problem("a", "x", "y"), "h1: disk: full (fix: free it)"],
+                        [Problem("w", "odd", "hm")])
+    assert text.splitlines() == ["a: x (y)", "h1: disk: full (fix: free it)", "", "warnings:", "w: odd (hm)"]
+    assert sorted(["p10", "p2", "p1"], key=natural_key) == ["p1", "p2", "p10"]
+    assert render_table([{"a": 1, "b": None}], [("a", "A"), ("b", "BB")]).splitlines() == ["A  BB", "-  --", "1"]
+
+
+def test_config_summary_lines():
+    lines = config_summary(normalize(*seed()))
+    assert lines[0] == "mode: pd_separation" and lines[2] == "job_id: mindie-motor"
+    assert lines[3] == "instances: prefill 1 x 1 pod(s) x 4 NPUs, decode 1 x 1 pod(s) x 4 NPUs"
+
+
+def test_inventory_view_reads_what_the_plan_reads():
+    groups = {"motor_engine_hosts": ["e1", "e2"], "motor_control_hosts": ["c1", "e1"], "all": ["x"]}
+    assert pymotor_hosts(groups) == ["e1", "e2", "c1"]
+    view = host_view({"ansible_host": "10.1.1.1", "motor_npu_id": [1], "group_names": ["motor_engine_hosts"]})
+    assert view["motor_host_ip"] == "10.1.1.1" and view["motor_nic"] == "eth0" and view["motor_reserved_ports"] == []
+    assert view["motor_var_names"] == ["motor_npu_id"]
+    assert host_view({"ansible_default_ipv4": {"address": "10.2.2.2"}})["motor_host_ip"] == "10.2.2.2"
+    assert host_view({"motor_host_ip": None, "ansible_host": "10.1.1.1"})["motor_host_ip"] is None
+    assert unread_hosts(["a", "b", "c"], {"a": {"can_talk_to_docker": False}, "b": {"unreachable": True}}) == ["b", "c"]
+
+
+def test_decision_gives_every_host_one_run_per_step_with_work(plan):
+    probes = {"h1": healthy(plan, "h1"), "ctl": healthy(plan, "ctl")}
+    decision = decide(plan, ["h1", "ctl"], probes, SETTINGS, {}, OPTIONS)
+    assert decision["problems"] == []
+    assert [s["tiers"] for s in decision["steps"]] == [[0, 1], [2]]
+    ctl, h1 = decision["work"]["ctl"]["steps"], decision["work"]["h1"]["steps"]
+    assert ctl[1] is None and h1[0] is None  # no run where a host has nothing to render or start
+    assert "configmap" in ctl[0] and "configmap" in h1[1]  # each host renders in its first run
+    assert {c["name"] for c in ctl[0]["containers"]} == {c["name"] for c in plan["containers"] if c["host"] == "ctl"}
+    assert len(h1[1]["containers"]) == 2 and h1[1]["containers"][0]["image"] == "local/pymotor:1"
+    assert h1[1]["configmap"]["startup_dir"] == "/var/cache/pymotor/startup/sha256-img"
+    names = [c["name"] for c in decision["readiness"]]
+    assert names[0] == "the controller port answers" and "coordinator reports ready" in names[1]
+    assert decision["readiness"][2]["endpoints"]  # affinity: every prefill DP rank at the conductor
+    assert decision["states"] == {"h1": {}, "ctl": {}}
+
+
+def test_decision_of_a_converged_job_only_renders(plan):
+    first = decide(plan, ["h1", "ctl"], {h: healthy(plan, h) for h in ("h1", "ctl")}, SETTINGS, {}, OPTIONS)
+    specs = {s["name"]: s for step in ("ctl", "h1") for run in first["work"][step]["steps"] if run
+             for s in run["containers"]}
+    running = {h: [{"Names": ["/" + n], "State": "running", "Labels": s["labels"]} for n, s in specs.items()
+                   if s["labels"]["io.pymotor.container"] in [c["name"] for c in plan["containers"] if c["host"] == h]]
+               for h in ("h1", "ctl")}
+    again = decide(plan, ["h1", "ctl"], {h: healthy(plan, h, running[h]) for h in ("h1", "ctl")}, SETTINGS, {},
+                   OPTIONS)
+    assert again["reconcile"]["changes"] == []
+    runs = [run for host in ("h1", "ctl") for run in again["work"][host]["steps"] if run]
+    assert len(runs) == 2 and all(run["containers"] == [] and "configmap" in run for run in runs)
+    assert again["states"]["h1"] == {n: "running" for n in [c["name"] for c in plan["containers"] if c["host"] == "h1"]}
+
+
+def test_a_hosts_own_setting_shapes_its_work(plan):
+    probes = {"h1": healthy(plan, "h1"), "ctl": healthy(plan, "ctl")}
+    decision = decide(plan, ["h1", "ctl"], probes, SETTINGS, {"h1": {"motor_service_log_root": "/data/logs"}}, OPTIONS)
+    engine = decision["work"]["h1"]["steps"][1]
+    assert all(d.startswith("/data/logs/") for d in engine["configmap"]["dirs"])
+    assert any(v.startswith("/data/logs/") for v in engine["containers"][0]["volumes"])
+    assert all(d.startswith("/var/log/pymotor/") for d in decision["work"]["ctl"]["steps"][0]["configmap"]["dirs"])
+
+
+def test_precheck_problems_stop_the_decision(plan):
+    probes = {"h1": dict(healthy(plan, "h1"), images=[]), "ctl": healthy(plan, "ctl")}
+    decision = decide(plan, ["h1", "ctl"], probes, SETTINGS, {}, OPTIONS)
+    assert decision["problems"] and "work" not in decision
+    assert decision["problems"][0].startswith("h1: image: local/pymotor:1 is not present on the host (fix: ")
+
+
+def test_config_root_is_honoured_by_the_plan():
+    plan = build_plan(normalize(*seed()), HOSTS, None, "/srv/pymotor/")
+    assert all(c["configmap_path"] == "/srv/pymotor/mindie-motor/" + c["name"] for c in plan["containers"])
+    assert all(c["env"]["CONFIGMAP_PATH"] == c["configmap_path"] for c in plan["containers"])
+
+
+def test_report_names_unfinished_hosts_and_layers_states(plan):
+    assert unfinished_hosts(plan, {"ctl": 1, "h1": 0}, 1) == ["h1"]
+    assert unfinished_hosts(plan, {"ctl": 1}, 1) == ["h1"]
+    assert unfinished_hosts(plan, {"ctl": 1, "h1": 1}, 1) == []
+    p0 = next(c for c in plan["containers"] if c["role"] == "prefill")
+    lines = deploy_summary(plan, [{"h1": {p0["name"]: "exited"}}, {"h1": {p0["name"]: "running"}}, {}])
+    assert lines[0].split() == ["HOST", "CONTAINER", "ROLE", "NPUS", "STATE", "PORTS"]
+    row = next(line for line in lines if p0["name"] in line)
+    assert "running" in row and "0,1,2,3" in row.replace("-", ",")
+    assert lines[-1] == "coordinator (OpenAI API): %s" % plan["coordinator"]["url"]
+    assert any("missing" in line for line in lines)
+
+
+def test_bundle_files_are_masked():
+    config = json.dumps({"motor_controller_config": {"api_key": "s3cret"}})
+    read = {"logs": {"results": [{"item": {"Names": ["/job-p0-0"]}, "stdout": "hello token=abc", "stderr": ""}]},
+            "configs": {"results": [{"item": {"path": "/etc/pymotor/job/job-p0-0/user_config.json"},
+                                     "content": base64.b64encode(config.encode()).decode()}]},
+            "npu_smi": {"stdout": "npu ok"}, "docker_info": {"stdout": "info"}}
+    files = {f["path"]: f["text"] for f in host_files(copy.deepcopy(read), "/etc/pymotor/")}
+    assert set(files) == {"logs/job-p0-0.log", "configs/job/job-p0-0/user_config.json", "npu-smi-info.txt",
+                          "docker-info.txt"}
+    assert "s3cret" not in files["configs/job/job-p0-0/user_config.json"] and "********" in files[
+        "configs/job/job-p0-0/user_config.json"]
