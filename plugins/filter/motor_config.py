@@ -19,8 +19,6 @@ description:
     capability (C(handoff) or C(trigger)) and builds the per-role environment.
   - "Every problem is reported at once, one per line, formatted as C(<json.path>: <what is wrong>) followed by a hint in parentheses."
   - The domain logic lives in C(plugins/plugin_utils/config/); see C(docs/design.md) for the full contract.
-  - The companion filter C(pymotor.ascend.motor_config_job_id_problem(job_id)) returns the problem with a job_id as
-    text (the one rule validation and plan apply, a DNS label of 1-63 characters), empty when it follows it.
 positional: _input, env_config, overrides
 options:
   _input:
@@ -70,7 +68,6 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import job_id_problem
 
 
 def _parse(value, name):
@@ -90,15 +87,9 @@ def motor_config(user_config, env_config=None, overrides=None):
         raise AnsibleFilterError(str(err)) from err
 
 
-def motor_config_job_id_problem(job_id):
-    """The problem with a job_id as text (the one rule of validation and plan), empty when it follows the rule."""
-    problem = job_id_problem(job_id)
-    return "" if problem is None else str(problem)
-
-
 class FilterModule:
-    """The pymotor.ascend.motor_config filter and its companion."""
+    """The pymotor.ascend.motor_config filter."""
 
     def filters(self):
         """Return the filters of this plugin."""
-        return {"motor_config": motor_config, "motor_config_job_id_problem": motor_config_job_id_problem}
+        return {"motor_config": motor_config}

@@ -10,9 +10,10 @@ and the work each host and the controller do after it (pure, no I/O; the action 
 - ``reconcile``: motor_reconcile's result (actions and reasons, ``first``, ``drain``, ``start``, ``rolling``);
 - ``steps``: the tier steps in start order (``tiers``), the same list for every host, so that a loop over it runs
   each step on every host before the next (linear strategy);
-- ``work``: per host ``remove`` (containers removed before any tier starts) and ``steps``: per tier step the
-  arguments of that host's pymotor.ascend.motor_containers run, or None (nothing to render or start there). A host
-  renders its config directories in its first step that has containers of it, together with that step's starts;
+- ``work``: per host ``steps``: per step the arguments of that host's pymotor.ascend.motor_containers run, or None
+  (nothing to remove, render or start there). When containers must go before any tier starts, the first step is
+  that removal on every host. A host renders its config directories in its first step that has containers of it,
+  together with that step's starts;
 - ``readiness``: the motor_wait checks of the service; ``rolling``: per engine instance whose own config changed,
   its starts per host and its readiness checks; ``containers``: name, host and role of every planned container
   (no user_config: the rescue of a readiness wait picks the log tails from it); ``states``: the state of every
@@ -110,8 +111,10 @@ def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: di
 
 
 def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict) -> dict:
-    """Per host: what it removes first and its motor_containers run per tier step (None: no run)."""
+    """Per host its motor_containers run per step (None: no run). When any host removes containers before the tiers
+    start, the first step is that removal (``tiers`` empty), on every host before any tier starts."""
     work = {}
+    first = {h: list(names) for h, names in (result.get("first") or {}).items() if names}
     containers = plan.get("containers") or []
     for host in judged["hosts"]:
         own = [c for c in containers if c["host"] == host]
@@ -120,6 +123,8 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
         starting = set((result.get("start") or {}).get(host) or [])
         rendered = False
         runs = []
+        if first:
+            runs.append({"job_id": plan["job_id"], "remove": first[host], "containers": []} if host in first else None)
         for tiers in steps:
             mine = [c for c in own if c["tier"] in tiers]
             run = {"job_id": plan["job_id"],
@@ -128,8 +133,15 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
                 run["configmap"] = _configmap(plan, own, settings, judged["hosts"][host]["image_id"], startup)
                 rendered = True
             runs.append(run if run["containers"] or "configmap" in run else None)
-        work[host] = {"remove": list((result.get("first") or {}).get(host) or []), "steps": runs}
+        work[host] = {"steps": runs}
     return work
+
+
+def step_list(result: dict, steps: list) -> list:
+    """The steps every host runs in order: the removal first when there is one, then the tier steps."""
+    named = [{"tiers": [], "name": "remove what must go first"}] if any((result.get("first") or {}).values()) else []
+    named += [{"tiers": tiers, "name": "tiers " + ", ".join(str(t) for t in tiers)} for tiers in steps]
+    return [dict(step, index=i) for i, step in enumerate(named)]
 
 
 def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
@@ -176,7 +188,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     _coordinator_url, conductor_url = _service_urls(plan)
     decision.update({
         "reconcile": result,
-        "steps": [{"index": i, "tiers": tiers} for i, tiers in enumerate(steps)],
+        "steps": step_list(result, steps),
         "work": host_work(plan, result, judged, steps, startup),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
