@@ -11,8 +11,8 @@ short_description: The problem with a job_id, by the one rule validation and pla
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
-  - Returns the problem with a job_id as text, C(<path>: <what> (<hint>)), or an empty string when it follows the
-    rule - a DNS label of 1-63 lowercase letters, digits and C(-), as PyMotor uses it for the Kubernetes namespace.
+  - "Returns the problem with a job_id as text, C(<path>: <what> (<hint>)), or an empty string when it follows the
+    rule - a DNS label of 1-63 lowercase letters, digits and C(-), as PyMotor uses it for the Kubernetes namespace."
   - The same rule (C(plugins/plugin_utils/contract.py)) decides in P(pymotor.ascend.motor_config#filter),
     P(pymotor.ascend.motor_plan#filter) and C(destroy.yml), which removes the directory named after the job.
 positional: _input
