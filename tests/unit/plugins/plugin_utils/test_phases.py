@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import importlib.util
 import json
 from pathlib import Path
 
@@ -27,27 +28,20 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.report im
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key, render_table
 
 SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
-HOSTS = {
-    "h1": {"motor_host_ip": "10.0.0.1", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
-    "ctl": {"motor_host_ip": "10.0.0.9", "group_names": ["motor_control_hosts"]},
-}
-SETTINGS = {
-    "motor_service_image": "local/pymotor:1",
-    "motor_service_config_root": "/etc/pymotor",
-    "motor_service_docker_min_version": "20.10.0",
-    "motor_service_driver_dir": "/usr/local/Ascend/driver",
-    "motor_service_hccn_tool": "/usr/local/Ascend/driver/tools/hccn_tool",
-    "motor_service_log_root": "/var/log/pymotor",
-    "motor_service_min_free_log_mb": 1024,
-    "motor_service_check_links": True,
-    "motor_service_engine_mounts": ["/usr/local/Ascend/driver"],
-    "motor_service_command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"],
-    "motor_service_restart_policy": "unless-stopped",
-    "motor_service_log_max_size": "100m",
-    "motor_service_log_max_file": "5",
-    "motor_service_env_functions": {"common.sh": ["set_common_env"]},
-    "motor_service_extra_volumes": [],
-}
+
+
+def _precheck_tests():
+    """The seed hosts and role settings of test_motor_precheck.py (one fixture for both files)."""
+    spec = importlib.util.spec_from_file_location("precheck_fixtures", Path(__file__).with_name("test_motor_precheck.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_PRECHECK = _precheck_tests()
+HOSTS = _PRECHECK.HOSTS
+SETTINGS = dict(_PRECHECK.DEFAULTS, motor_service_engine_mounts=["/usr/local/Ascend/driver"],
+                motor_service_env_functions={"common.sh": ["set_common_env"]})
 OPTIONS = {"startup_cache": "/var/cache/pymotor/startup", "startup_in_image": "/tmp/startup", "ready_timeout": 60,
            "port_timeout": 30}
 
