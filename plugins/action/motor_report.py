@@ -19,7 +19,7 @@ class ActionModule(EntryPoint):
     ARGUMENT_SPEC = {
         "plan": {"type": "dict", "required": True},
         "decision": {"type": "dict", "required": True},
-        "host_record": {"type": "str", "required": True},
+        "host_run": {"type": "str", "required": True},
         "states": {"type": "dict", "default": {}},
         "summary": {"type": "bool", "default": False},
     }
@@ -27,12 +27,12 @@ class ActionModule(EntryPoint):
 
     def phase(self, args, task_vars):
         plan, decision = args["plan"], args["decision"]
-        hosts = list(dict.fromkeys(c["host"] for c in plan.get("containers") or []))
-        records = {h: self.host_vars(task_vars, h).get(args["host_record"]) or {} for h in hosts}
-        missing = unfinished_hosts(plan, {h: r.get("step") for h, r in records.items()}, len(decision["steps"]) - 1)
+        runs = {h: self.host_vars(task_vars, h).get(args["host_run"]) for h in decision.get("work") or {}}
+        missing = unfinished_hosts(decision, runs)
         if missing:
             return {"failed": True, "msg": unfinished_message(missing)}
         if not args["summary"]:
             return {}
-        states = [decision.get("states") or {}, {h: r.get("states") or {} for h, r in records.items()}, args["states"]]
+        states = [decision.get("states") or {}, {h: (r or {}).get("states") or {} for h, r in runs.items()},
+                  args["states"]]
         return {"summary": deploy_summary(plan, states)}

@@ -14,10 +14,10 @@ short_description: Stop a deploy when a host did not finish its tier steps, or g
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
-  - Reads on the controller what every host of the plan recorded after its tier steps (O(host_record), a fact with
-    C(step) and C(states)) and fails, naming the hosts, when one did not record the last step (failed or unreachable).
+  - Reads on the controller what every host with work registered from its last M(pymotor.ascend.motor_containers) run
+    of the steps (O(host_run)) and fails, naming the hosts, when that run is missing, failed or unreachable.
   - With O(summary), returns the summary table of every planned container with its state (the discovery, then the
-    hosts' records, then O(states)).
+    hosts' last runs, then O(states)).
 extends_documentation_fragment:
   - pymotor.ascend.controller_action
 options:
@@ -29,12 +29,12 @@ options:
     description: The decision (fact C(motor_decision) of M(pymotor.ascend.motor_decide)).
     type: dict
     required: true
-  host_record:
-    description: The fact every host recorded after each tier step.
+  host_run:
+    description: The variable every host registered its runs of the steps under.
     type: str
     required: true
   states:
-    description: Host to container to state, newer than the hosts' records (a rolling restart).
+    description: Host to container to state, newer than the hosts' runs (a rolling restart).
     type: dict
     default: {}
   summary:
@@ -46,7 +46,7 @@ options:
 EXAMPLES = r"""
 - name: Summarise a deploy
   pymotor.ascend.motor_report: {plan: "{{ motor_plan_result }}", decision: "{{ motor_decision }}",
-                                host_record: motor_service_host_record, summary: true}
+                                host_run: motor_service_tier_run, summary: true}
   register: summary
 """
 
@@ -62,8 +62,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(plan=dict(type="dict", required=True), decision=dict(type="dict", required=True), host_record=dict(
-        type="str", required=True), states=dict(type="dict", default={}), summary=dict(type="bool", default=False)), supports_check_mode=True)
+    spec = dict(plan=dict(type="dict", required=True), decision=dict(type="dict", required=True),
+                host_run=dict(type="str", required=True), states=dict(type="dict", default={}),
+                summary=dict(type="bool", default=False))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_report runs as an action plugin on the controller")
 
 

@@ -8,11 +8,18 @@ from __future__ import annotations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
 
 
-def unfinished_hosts(plan: dict, done: dict, last_step: int) -> list:
-    """The hosts of the plan that did not record the last tier step (failed or unreachable); ``done``: host -> the
-    step index it recorded last (absent: none)."""
-    hosts = dict.fromkeys(c["host"] for c in plan.get("containers") or [])
-    return [h for h in hosts if done.get(h) is None or int(done[h]) < last_step]
+def unfinished_hosts(decision: dict, runs: dict) -> list:
+    """The hosts that had work but whose last registered run is missing, failed or unreachable; ``runs``: host -> the
+    result its last motor_containers run of the steps registered (a host runs a step only where it has work there:
+    with the linear strategy and any_errors_fatal, a host that stopped early shows as failed, or another host does)."""
+    out = []
+    for host, work in (decision.get("work") or {}).items():
+        if not any(run is not None for run in work.get("steps") or []):
+            continue
+        run = runs.get(host)
+        if not isinstance(run, dict) or run.get("failed") or run.get("unreachable") or run.get("skipped"):
+            out.append(host)
+    return out
 
 
 def unfinished_message(hosts: list) -> str:

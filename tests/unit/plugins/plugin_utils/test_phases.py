@@ -174,9 +174,12 @@ def test_config_root_is_honoured_by_the_plan():
 
 
 def test_report_names_unfinished_hosts_and_layers_states(plan):
-    assert unfinished_hosts(plan, {"ctl": 1, "h1": 0}, 1) == ["h1"]
-    assert unfinished_hosts(plan, {"ctl": 1}, 1) == ["h1"]
-    assert unfinished_hosts(plan, {"ctl": 1, "h1": 1}, 1) == []
+    decision = {"work": {"ctl": {"steps": [{"containers": []}, None]}, "h1": {"steps": [None, {"containers": []}]},
+                         "idle": {"steps": [None, None]}}}
+    assert unfinished_hosts(decision, {"ctl": {"states": {}}, "h1": {"failed": True}}) == ["h1"]
+    assert unfinished_hosts(decision, {"ctl": {"states": {}}}) == ["h1"]
+    assert unfinished_hosts(decision, {"ctl": {}, "h1": {"unreachable": True}}) == ["h1"]
+    assert unfinished_hosts(decision, {"ctl": {"states": {}}, "h1": {"states": {}}}) == []
     p0 = next(c for c in plan["containers"] if c["role"] == "prefill")
     lines = deploy_summary(plan, [{"h1": {p0["name"]: "exited"}}, {"h1": {p0["name"]: "running"}}, {}])
     assert lines[0].split() == ["HOST", "CONTAINER", "ROLE", "NPUS", "STATE", "PORTS"]
