@@ -20,8 +20,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     ROLE_LABEL,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, dependencies
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name, parse_parts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
 
 
 PART_REASONS = {
