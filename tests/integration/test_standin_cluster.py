@@ -80,13 +80,15 @@ def env_functions(without: str | None = None) -> dict[str, str]:
                 "set_prefill_env": ("engine.sh", env["motor_engine_prefill_env"]),
                 "set_decode_env": ("engine.sh", env["motor_engine_decode_env"]),
                 "set_kv_pool_env": ("kv_pool.sh", env["motor_kv_cache_pool_env"]),
-                "set_kv_conductor_env": ("kv_conductor.sh", env["motor_kv_conductor_env"])}
+                # the collection's workaround (docs/design.md): mooncake_config.py imports lib.utils from the image
+                "set_kv_conductor_env": ("kv_conductor.sh", {**env["motor_kv_conductor_env"],
+                                                             "PYTHONPATH": "/tmp/motor/examples/deployer"})}
     scripts: dict[str, str] = {}
     for name, (script, values) in sections.items():
         if name == without:
             continue
         exports = "".join(f'    export {k}="{v}"\n' for k, v in {**common, **values}.items())
-        scripts[script] = scripts.get(script, "") + f"{name}() {{\n{exports}}}\n"
+        scripts[script] = scripts.get(script, "") + f"function {name}() {{\n{exports}}}\n"
     return scripts
 
 
