@@ -70,8 +70,8 @@ class Engine:
 
     def tokens(self, body: dict) -> list[int]:
         if "messages" in body:
-            return list(self.tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True,
-                                                           tokenize=True))
+            ids = self.tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True, tokenize=True)
+            return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
         prompt = body.get("prompt", "")
         if isinstance(prompt, list):
             return [int(t) for t in prompt] if prompt and isinstance(prompt[0], int) else \
