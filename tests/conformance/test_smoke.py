@@ -36,7 +36,7 @@ USER_CONFIG = {
 
 
 def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(["docker", *args], capture_output=True, text=True)
+    result = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
     if check:
         assert result.returncode == 0, f"docker {' '.join(args)}: {result.stderr}"
     return result
@@ -69,8 +69,8 @@ def get_json(url: str, body: dict | None = None, timeout: float = 10) -> tuple[i
 
 
 def logs(name: str) -> str:
-    return docker("logs", f"{PREFIX}-{name}", check=False).stdout + docker("logs", f"{PREFIX}-{name}",
-                                                                            check=False).stderr
+    result = docker("logs", f"{PREFIX}-{name}", check=False)
+    return result.stdout + result.stderr
 
 
 def test_real_control_plane_serves_through_pd(conformance_image, tmp_path):

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Build the motor wheel in /opt/MindIE-PyMotor into dist/. Upstream's docker/Dockerfile runs `bash build.sh`, which
 # runs scripts/generate_proto.sh (grpc_tools.protoc per .proto directory, then rewrites the generated
 # `import x_pb2` lines to absolute `from <package> import x_pb2`) and `pip wheel . --no-deps`. The shared source

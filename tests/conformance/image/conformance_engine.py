@@ -54,7 +54,8 @@ class Engine:
         self.args = args
         model_dir = cfg_get(engine_config, "model", "")
         self.model = cfg_get(engine_config, "served_model_name") or model_dir
-        from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel  (slow import)
+        # transformers imports slowly: only engines load it.
+        from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)  # fails like vLLM without a tokenizer
         self.cache = PrefixCache(int(cfg_get(engine_config, "block_size", DEFAULT_BLOCK_SIZE)))
         events = cfg_get(engine_config, "kv_events_config") or {}
