@@ -7,8 +7,8 @@ With scheduler_type kv_cache_affinity and KV_CONDUCTOR_SERVICE set it loads the 
 model directory, registers every prefill (or union) DP rank with the conductor (POST /register,
 as PyMotor's conductor_api_client) and routes each request to the prefill endpoint that the
 conductor's POST /query reports with the longest match (PyMotor's "unified" score), falling back
-to round robin. Responses say which prefill instance served them (X-Motor-Prefill-Instance header,
-body field motor_sim.prefill_instance).
+to round robin. Like the real coordinator, responses say nothing about the instance that served them
+(X-Request-Id only): that shows in the conductor's /query and the engines' prefix-cache counters.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import itertools
 import os
 import threading
 import time
+import uuid
 
 from motor_sim.common import (
     cfg_get,
@@ -262,8 +263,7 @@ class Coordinator:
                 "prefill_dp_rank": target[1]["dp_rank"],
                 "decode_instance": f"vllm-decode-{decode[0]['id']}" if decode else None}
         log(COMPONENT, "request routed", **info)
-        headers = {"X-Motor-Prefill-Instance": prefill_id, "X-Motor-Route": route}
-        return 200, {**result, "motor_sim": {**result.get("motor_sim", {}), **info}}, headers
+        return 200, result, {"X-Request-Id": uuid.uuid4().hex}
 
     def infer_routes(self) -> dict:
         model = lambda *_: (200, {"object": "list", "data": [{"id": i["model_name"]} for i in self.instances[:1]]})  # noqa: E731
