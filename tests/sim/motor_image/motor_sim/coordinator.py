@@ -21,6 +21,7 @@ import uuid
 
 from motor_sim.common import (
     cfg_get,
+    configure_tls,
     coordinator_ports,
     engine_section,
     fail,
@@ -29,6 +30,7 @@ from motor_sim.common import (
     load_user_config,
     log,
     log_received,
+    scheme,
     section,
     serve,
     wait_forever,
@@ -233,7 +235,8 @@ class Coordinator:
         with self.lock:
             self.inflight[key] = self.inflight.get(key, 0) + 1
         try:
-            return http_json("POST", f"http://{ep['ip']}:{ep['port']}/v1/chat/completions", body, timeout=30)
+            return http_json("POST", f"{scheme('infer')}://{ep['ip']}:{ep['port']}/v1/chat/completions", body,
+                             timeout=30, tls="infer")
         finally:
             with self.lock:
                 self.inflight[key] -= 1
@@ -276,10 +279,12 @@ class Coordinator:
 def main() -> None:
     install_fault_knobs(COMPONENT)
     log_received(COMPONENT)
-    coordinator = Coordinator(load_user_config())
-    serve(f"{COMPONENT}-mgmt", coordinator.mgmt_port, coordinator.mgmt_routes())
+    user_config = load_user_config()
+    configure_tls(COMPONENT, user_config)
+    coordinator = Coordinator(user_config)
+    serve(f"{COMPONENT}-mgmt", coordinator.mgmt_port, coordinator.mgmt_routes(), tls="mgmt")
     serve(f"{COMPONENT}-obs", coordinator.obs_port, coordinator.obs_routes())
-    serve(f"{COMPONENT}-infer", coordinator.infer_port, coordinator.infer_routes())
+    serve(f"{COMPONENT}-infer", coordinator.infer_port, coordinator.infer_routes(), tls="infer")
     wait_forever()
 
 

@@ -15,6 +15,7 @@ import uuid
 
 from motor_sim.common import (
     cfg_get,
+    configure_tls,
     engine_section,
     fail,
     install_fault_knobs,
@@ -125,12 +126,14 @@ def main(argv: list[str] | None = None) -> None:
     install_fault_knobs(COMPONENT)
     log_received(COMPONENT)
     args = parse_args(argv)
-    engine_config = engine_section(load_user_config(args.config_path), args.role).get("engine_config") or {}
+    user_config = load_user_config(args.config_path)
+    configure_tls(COMPONENT, user_config)
+    engine_config = engine_section(user_config, args.role).get("engine_config") or {}
     devices = check_devices(engine_config)
     log(COMPONENT, "NPUs found", devices=devices, dp_rank=args.dp_rank, instance_id=args.instance_id)
     engine = Engine(args, engine_config)
-    serve(f"{COMPONENT}-{args.dp_rank}", args.port, engine.routes(), host=args.host)
-    serve(f"{COMPONENT}-{args.dp_rank}-mgmt", args.mgmt_port, engine.mgmt_routes(), host=args.host)
+    serve(f"{COMPONENT}-{args.dp_rank}", args.port, engine.routes(), host=args.host, tls="infer")
+    serve(f"{COMPONENT}-{args.dp_rank}-mgmt", args.mgmt_port, engine.mgmt_routes(), host=args.host, tls="mgmt")
     engine.status = "normal"
     log(COMPONENT, "engine ready", role=args.role, dp_rank=args.dp_rank, port=args.port, mgmt_port=args.mgmt_port)
     wait_forever()
