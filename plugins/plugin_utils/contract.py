@@ -14,7 +14,44 @@ from typing import NamedTuple
 
 # --------------------------------------------------------------------------------------------------
 # Hardware: NPUs per host (Atlas 800I A2: 8 NPUs; 800I A3: 16 NPU dies, used in die pairs).
-HARDWARE_NPUS = {"800I_A2": 8, "800I_A3": 16}
+# Atlas A5: PyMotor's HARDWARE_TYPE_950I_A5 list (examples/deployer/lib/constant.py); the number a type ends with is its
+# NPUs per node, as in the MindCluster schedule policy the deployer gives each (chip<N>-node<M>: M NPUs per node).
+HARDWARE_A5 = ("350-Atlas-8", "350-Atlas-16", "350-Atlas-4p-8", "350-Atlas-4p-16", "850-Atlas-8p-8",
+               "850-SuperPod-Atlas-8", "950-SuperPod-Atlas-8")
+HARDWARE_NPUS = {"800I_A2": 8, "800I_A3": 16, **{hw: int(hw.rsplit("-", 1)[1]) for hw in HARDWARE_A5}}
+# NPUs that belong together on one host: A3 die pairs; the A5 "4p" cards hold 4 chips (schedule policy chip4-node<M>).
+# A pod's block starts on a group boundary when it fills whole groups, and never straddles one when it is smaller.
+NPU_GROUP = {"800I_A3": 2, "350-Atlas-4p-8": 4, "350-Atlas-4p-16": 4}
+NPU_GROUP_NAME = {"800I_A3": "die pair", "350-Atlas-4p-8": "4-chip card", "350-Atlas-4p-16": "4-chip card"}
+# The transfer protocol PyMotor's deployer gives the SGLang engines' memfabric store: device RDMA on A2, SDMA elsewhere.
+MF_TRANSFER_PROTOCOL = {"800I_A2": "device_rdma"}
+MF_TRANSFER_PROTOCOL_DEFAULT = "sdma"
+# PD heterogeneous deployment (A5): prefill and decode on hosts labelled differently, PyMotor's defaults.
+PD_HETEROGENEOUS_LABEL_KEY = "card_type"
+PD_HETEROGENEOUS_VALUES = {"prefill": "Ascend950PR", "decode": "Ascend950DT"}
+PD_HETEROGENEOUS_VALUE_KEYS = {"prefill": "pd_heterogeneous_prefill_label_value",
+                               "decode": "pd_heterogeneous_decode_label_value"}
+
+
+def npu_align(hardware, count):
+    """Alignment of a pod's NPU block of ``count`` on ``hardware`` (see NPU_GROUP)."""
+    group = NPU_GROUP.get(hardware, 1)
+    if count % group == 0:
+        return group
+    if count < group:
+        align = 1
+        while align < count:
+            align *= 2
+        return align if group % align == 0 else group
+    return 1
+
+
+def splits_npu_group(hardware, count):
+    """True when pods of ``count`` NPUs leave parts of NPU groups (an odd count on A3, 6 on a 4p A5 host)."""
+    group = NPU_GROUP.get(hardware, 1)
+    if count < group:
+        return count > 1 and group % count != 0
+    return count % group != 0
 
 # Inventory groups.
 ENGINE_GROUP = "motor_engine_hosts"

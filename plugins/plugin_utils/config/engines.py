@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import posixpath
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.coerce import coerce_engine_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import (
     MISSING,
     canonical_key,
@@ -137,6 +138,7 @@ def check_engine(ctx, uc, role, deploy, hardware):
     if engine_config is None:
         return None
     engine_config = section["engine_config"] = _normalize_engine_keys(ctx, engine_config, ec_path)
+    coerce_engine_config(ctx, engine_config, ec_path, engine_type)
     weight_path = (deploy or {}).get("weight_mount_path")
     name, model = _check_model(ctx, engine_config, ec_path, weight_path)
     dp, tp, pp, dp_local = _check_parallel(ctx, engine_config, ec_path, pods, npus)

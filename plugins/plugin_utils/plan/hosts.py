@@ -222,7 +222,7 @@ def parse_hosts(hosts, hw_default, problems, warnings):
             hw = hw_default
         if hw not in HARDWARE_NPUS:
             problems.append(Problem(f"{path}.motor_hardware_type", f"{hw!r} is not supported",
-                                    "use " + " or ".join(sorted(HARDWARE_NPUS))))
+                                    "use one of " + ", ".join(HARDWARE_NPUS)))
             hw = hw_default
         host.hw = hw
         max_npus = HARDWARE_NPUS.get(hw, 16)

@@ -11,6 +11,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     ENGINE_GROUP,
     Problem,
     ROLE_LETTER,
+    npu_align,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import as_int
 
@@ -73,7 +74,7 @@ class Placement:
 
     def _place_instance(self, role, spec, inst, nxt):
         count = spec["npus"]
-        align = 2 if self.hw == "800I_A3" and count % 2 == 0 else 1
+        align = npu_align(self.hw, count)
         n_hosts = len(self.engine_hosts)
         skip = nxt.setdefault(count, list(range(n_hosts + 1)))
 
@@ -167,7 +168,7 @@ class Placement:
         engine_hosts = {h.name: h for h in self.engine_hosts}
         for role, spec in self.engines.items():
             count = spec["npus"]
-            align = 2 if self.hw == "800I_A3" and count % 2 == 0 else 1
+            align = npu_align(self.hw, count)
             publishing = role == self.events_role
             for inst in range(spec["count"]):
                 slots = []
