@@ -53,6 +53,7 @@ def splits_npu_group(hardware, count):
         return count > 1 and group % count != 0
     return count % group != 0
 
+
 # Inventory groups.
 ENGINE_GROUP = "motor_engine_hosts"
 CONTROL_GROUP = "motor_control_hosts"
@@ -65,14 +66,14 @@ PLANNED_ENGINE_ROLES = ("prefill", "decode", "union")
 ENGINE_ROLES = PLANNED_ENGINE_ROLES + ("encode",)
 # Engine roles whose DP ranks publish KV events to the KV conductor (KV-cache affinity).
 PUBLISHING_ROLES = ("prefill", "union")
-CONTROL_ROLES = ("kv_pool", "controller", "coordinator", "kv_conductor")
+CONTROL_ROLES = ("kv_pool", "controller", "coordinator", "kv_conductor", "mf_store")
 # Start order: KV pool, then the control plane, then the engines (each tier up on every host before the next).
 TIER_KV_POOL = 0
 TIER_CONTROL = 1
 TIER_ENGINE = 2
 # Display and stop order of the roles (status tables: control plane first).
-ROLE_ORDER = {"kv_pool": 0, "controller": 1, "coordinator": 2, "kv_conductor": 3, "prefill": 4, "decode": 5,
-              "union": 6}
+ROLE_ORDER = {"kv_pool": 0, "controller": 1, "coordinator": 2, "kv_conductor": 3, "mf_store": 4, "prefill": 5,
+              "decode": 6, "union": 7}
 # Container name letter of an engine role: <job_id>-<letter><instance>-<pod>.
 ROLE_LETTER = {"prefill": "p", "decode": "d", "union": "u"}
 # motor_deploy_config keys per engine role: (instances, pods per instance, NPUs per pod).
@@ -114,6 +115,10 @@ DP_RPC_PORT = 9000
 KV_EVENTS_PORT = 5557
 # Mooncake master (kv_cache_pool_config.port) as PyMotor's kv_pool startup script starts it.
 KV_POOL_PORT = 50088
+# SGLang (engine_type "sglang"): PyMotor's deployer starts the memfabric config store (ROLE=mf_store) on this port
+# (DEFAULT_MF_STORE_PORT, not configurable there); the prefill engines bind SGLang's --disaggregation-bootstrap-port.
+MF_STORE_PORT = 50089
+SGLANG_BOOTSTRAP_PORT = 8998
 # mooncake_master's metrics port: not configurable in PyMotor's startup script, always bound.
 KV_POOL_METRICS_PORT = 9003
 # Mooncake conductor HTTP server (kv_conductor_config.http_server_port) as PyMotor defaults it.

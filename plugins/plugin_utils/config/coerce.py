@@ -12,6 +12,7 @@ says what was converted; a string the engine's parser would reject stays as it i
 from __future__ import annotations
 
 import json
+import math
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import join_path
 
@@ -60,7 +61,7 @@ def _read(text, kind):
             return int(stripped, 10)
         if kind == "float":
             number = float(stripped)
-            return number if number == number and abs(number) != float("inf") else None  # no NaN / inf
+            return number if math.isfinite(number) else None  # no NaN / inf
     except ValueError:
         return None
     return _BOOL_WORDS.get(stripped.lower()) if kind == "bool" else None
@@ -78,9 +79,8 @@ def coerce_value(ctx, parent, key, path, kind, how):
         return
     parent[key] = typed
     shown = json.dumps(typed)
-    ctx.warn(path, "string %s read as %s %s, as %s reads it" % (json.dumps(value, ensure_ascii=False),
-                                                               {"int": "integer", "float": "number",
-                                                                "bool": "boolean"}[kind], shown, how),
+    noun = {"int": "integer", "float": "number", "bool": "boolean"}[kind]
+    ctx.warn(path, "string %s read as %s %s, as %s" % (json.dumps(value, ensure_ascii=False), noun, shown, how),
              "write it as a plain JSON %s: %s" % ({"bool": "boolean"}.get(kind, "number"), shown))
 
 
@@ -88,17 +88,18 @@ def coerce_engine_config(ctx, engine_config, path, engine_type):
     """Type the known engine_config keys of ``engine_type`` (underscore spelling) in place."""
     if engine_type not in ENGINE_INT_KEYS:
         return
-    how = "%s's argument parser" % ("vLLM" if engine_type == "vllm" else "SGLang")
+    how = "%s's argument parser reads it" % ("vLLM" if engine_type == "vllm" else "SGLang")
+    flags = "a flag's value: PyMotor passes a JSON boolean as --flag (true) or nothing (false), a string as an argument"
     for kind, table in (("int", ENGINE_INT_KEYS), ("float", ENGINE_FLOAT_KEYS), ("bool", ENGINE_BOOL_KEYS)):
         for key in table[engine_type]:
-            coerce_value(ctx, engine_config, key, join_path(path, key), kind, how)
+            coerce_value(ctx, engine_config, key, join_path(path, key), kind, flags if kind == "bool" else how)
     for section, keys in NESTED_BOOL_KEYS.items():
         nested = engine_config.get(section)
         for key in keys:
-            coerce_value(ctx, nested, key, join_path(join_path(path, section), key), "bool", "vLLM's config parser")
+            coerce_value(ctx, nested, key, join_path(join_path(path, section), key), "bool", "vLLM's config parser reads it")
 
 
 def coerce_deploy_counts(ctx, deploy, keys):
     """The instance, pod and NPU counts: PyMotor's deployer reads them with ``int()``."""
     for key in keys:
-        coerce_value(ctx, deploy, key, "motor_deploy_config." + key, "int", "PyMotor's deployer (int())")
+        coerce_value(ctx, deploy, key, "motor_deploy_config." + key, "int", "PyMotor's deployer (int()) reads it")

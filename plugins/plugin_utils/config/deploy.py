@@ -90,6 +90,13 @@ def check_deploy(ctx, uc):
         ctx.error("motor_deploy_config.deploy_mode", "unknown deploy_mode %s" % describe(mode),
                   "use one of %s" % ", ".join(DEPLOY_MODES))
     str_or_none(ctx, deploy, "image_name", "motor_deploy_config.image_name")
+    hetero = deploy.get("enable_pd_heterogeneous")
+    if hetero is not None and not isinstance(hetero, bool):
+        ctx.warn("motor_deploy_config.enable_pd_heterogeneous", "%s is not JSON true: PyMotor's deployer treats it "
+                 "as off, and so does the plan" % describe(hetero), "write true or false")
+    for key in ("pd_heterogeneous_label_key", "pd_heterogeneous_prefill_label_value",
+                "pd_heterogeneous_decode_label_value"):
+        str_or_none(ctx, deploy, key, "motor_deploy_config." + key)
     return deploy, hardware, job_id
 
 
@@ -148,7 +155,7 @@ def _check_counts(ctx, deploy, role, hardware):
     npus = int_in(ctx, deploy, npus_key, "motor_deploy_config." + npus_key, 1, max_npus,
                   hint="%s hosts have %d NPUs" % (hardware or "800I_A3", max_npus))
     if npus is not None and splits_npu_group(hardware, npus):
-        ctx.warn("motor_deploy_config." + npus_key, "%d NPUs per pod on %s splits a %s" % (
-            npus, hardware, NPU_GROUP_NAME[hardware]), "%s NPUs come in groups of %d; use a count that fills whole "
-                 "groups or fits in one" % (hardware, NPU_GROUP[hardware]))
+        message = "%d NPUs per pod on %s splits a %s" % (npus, hardware, NPU_GROUP_NAME[hardware])
+        ctx.warn("motor_deploy_config." + npus_key, message, "%s NPUs come in groups of %d; use a count that fills "
+                 "whole groups or fits in one" % (hardware, NPU_GROUP[hardware]))
     return count, pods, npus

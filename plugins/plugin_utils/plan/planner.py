@@ -41,6 +41,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hosts import parse_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.placement import Placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.ports import PortAssignment
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.sglang import SGLangPlan
 
 
 class MotorPlanError(ProblemsError):
@@ -86,7 +87,7 @@ def placement_of(plan: dict) -> dict[str, dict]:
     }
 
 
-class Planner(Placement, PortAssignment, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
+class Planner(SGLangPlan, Placement, PortAssignment, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
     """One plan: check the config, parse the hosts, place, assign ports, build the containers, check the result."""
 
     def __init__(self, config, hosts, previous=None, config_root=CONFIG_ROOT):
@@ -176,6 +177,7 @@ class Planner(Placement, PortAssignment, ContainerBuilder):  # pylint: disable=t
         spec["dp"] = dp
         spec["dpl"] = dpl
         spec["section"] = eng.get("section") or f"motor_engine_{role}_config"
+        self._sglang_spec(spec, eng)
         section = obj(self.config["user_config"].get(spec["section"]))
         engine_config = obj(section.get("engine_config"))
         spec["events"] = self._events_of(engine_config)

@@ -72,7 +72,8 @@ def _warning_paths(warnings):
 
 def test_fixture_set_is_complete():
     assert GOOD_CONFIGS == [
-        "seed_pd_hybrid", "seed_pd_separation", "vllm", "vllm_a3_string_numbers", "vllm_models_deepseek_v3_1",
+        "seed_pd_hybrid", "seed_pd_separation", "sglang_a5", "sglang_pd_separation", "vllm",
+        "vllm_a3_string_numbers", "vllm_a5_pd_heterogeneous", "vllm_models_deepseek_v3_1",
         "vllm_models_qwen_3_30b", "vllm_pd_hybrid",
     ]
 
@@ -90,8 +91,8 @@ def test_golden(name):
 
 def without_conversions(result):
     """The result without the warnings about strings read as numbers or booleans: the normalized config carries
-    the typed values, so normalizing it again has nothing left to convert."""
-    kept = [w for w in result["warnings"] if "write it as a plain JSON" not in w]
+    the typed values (and SGLang's "model" renamed to model_path), so normalizing it again has nothing left to convert."""
+    kept = [w for w in result["warnings"] if "write it as a plain JSON" not in w and "(SGLang's alias)" not in w]
     return dict(result, warnings=kept)
 
 
