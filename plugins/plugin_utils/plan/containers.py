@@ -28,6 +28,7 @@ ENV_SECTION = {
     "union": "motor_engine_union_env",
     "kv_pool": "motor_kv_cache_pool_env",
     "kv_conductor": "motor_kv_conductor_env",
+    "mf_store": "motor_mf_store_env",
 }
 
 
@@ -45,7 +46,8 @@ WIRING_ENV = (
     "ROLE", "JOB_NAME", "POD_IP", "HOST_IP", "CONTROLLER_SERVICE", "COORDINATOR_SERVICE",
     "KV_CONDUCTOR_SERVICE", "KVP_MASTER_SERVICE", "KV_POOL_PORT", "KV_POOL_EVICTION_HIGH_WATERMARK_RATIO",
     "KV_POOL_EVICTION_RATIO", "DEFAULT_KV_LEASE_TTL", "CONFIGMAP_PATH", "CONFIG_PATH",
-    "ASCEND_RUNTIME_OPTIONS",
+    "ASCEND_RUNTIME_OPTIONS", "ASCEND_MF_STORE_URL", "ASCEND_MF_STORE_PORT", "ASCEND_MF_TRANSFER_PROTOCOL",
+    "SGLANG_HOST_IP", "DISAGGREGATION_BOOTSTRAP_PORT",
 )
 
 
@@ -54,7 +56,7 @@ WIRING_ENV = (
 SHELL_FUNCTIONS = {
     "set_common_env": "common", "set_controller_env": "controller", "set_coordinator_env": "coordinator",
     "set_prefill_env": "prefill", "set_decode_env": "decode", "set_union_env": "union", "set_encode_env": "encode",
-    "set_kv_pool_env": "kv_pool", "set_kv_conductor_env": "kv_conductor",
+    "set_kv_pool_env": "kv_pool", "set_kv_conductor_env": "kv_conductor", "set_mf_store_env": "mf_store",
 }
 
 
@@ -116,6 +118,8 @@ class ContainerBuilder:
         encode.update((self.config.get("env_config") or {}).get("motor_engine_encode_env") or {})
         out = {}
         for function, role in SHELL_FUNCTIONS.items():
+            if role == "mf_store" and "mf_store" not in self.control:
+                continue  # only SGLang jobs start the memfabric store (and only then is mf_store.sh needed)
             body = encode if role == "encode" else (env_all.get(role) or common)
             out[function] = {k: env_str(v) for k, v in sorted(body.items()) if k not in WIRING_ENV}
         # the real kv_conductor.sh runs $CONFIGMAP_PATH/mooncake_config.py, which imports lib.utils from two

@@ -94,8 +94,10 @@ def configmaps(containers: list, env_functions: dict) -> list:
     for c in containers or []:
         env = c.get("env") or {}
         shell_env = c.get("shell_env") or {}
+        # a script none of whose functions the plan gives (mf_store.sh outside SGLang jobs) is left as the image has it
         functions = {script: {name: shell_env.get(name) or {} for name in names}
-                     for script, names in (env_functions or {}).items()}
+                     for script, names in (env_functions or {}).items()
+                     if not shell_env or any(name in shell_env for name in names)}
         out.append({"name": c["name"], "path": c["configmap_path"], "functions": functions,
                     "prepend": {"boot.sh": KV_PATCH_BLOCK} if c.get("kv_patch") else {},
                     "files": {"user_config.json": nice_json(c.get("user_config") or {}),

@@ -276,6 +276,11 @@ def test_fixture_configs_on_inventories(name, hw, n_hosts):
         assert "hardware_type" in str(err) or "npu_num" in str(err)
         return
     hosts = {f"h{i}": {"motor_host_ip": f"10.1.0.{i + 1}", "group_names": [ENGINE, CONTROL]} for i in range(n_hosts)}
+    if cfg["user_config"]["motor_deploy_config"].get("enable_pd_heterogeneous") is True:
+        with pytest.raises(MotorPlanError) as unlabelled:  # no host carries the card_type labels
+            build_plan(cfg, hosts)
+        assert "motor_host_labels" in str(unlabelled.value)
+        return
     per_host = cfg["npus_per_host"]
     needed = sum(e["count"] * e["pods"] * e["npus_per_pod"] for e in cfg["engines"].values())
     max_pods = max(e["pods"] for e in cfg["engines"].values())

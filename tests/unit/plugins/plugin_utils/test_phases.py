@@ -92,7 +92,9 @@ def test_validate_and_plan_reject_the_same_job_ids_with_the_same_hint(job_id):
 
 
 def test_contract_facts_and_the_one_problem_format():
-    assert KV_PORT_FLOOR == {"800I_A2": 28000, "800I_A3": 36000}  # derived from the transport's random port range
+    # derived from the transport's random port range: 20000 + 1000 per NPU of the host
+    assert KV_PORT_FLOOR["800I_A2"] == 28000 and KV_PORT_FLOOR["800I_A3"] == 36000
+    assert KV_PORT_FLOOR["350-Atlas-4p-16"] == 36000 and KV_PORT_FLOOR["950-SuperPod-Atlas-8"] == 28000
     assert set(KV_PORT_FLOOR) == set(HARDWARE_NPUS)
     assert str(Problem("a.b", "is wrong", "fix it")) == "a.b: is wrong (fix it)"
     text = failure_text([Problem("a", "x", "y"), Problem("a", "x", "y"), "h1: disk: full (fix: free it)"],
