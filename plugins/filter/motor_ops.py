@@ -26,7 +26,10 @@ description:
     C(motor_ops_kv_endpoints(plan)) lists the KV-event endpoint of every publishing DP rank,
     C(motor_ops_status_ok(body)) says whether a node manager / engine status answer means healthy and
     C(motor_ops_http(results)) turns the results of a C(ansible.builtin.uri) loop into a dict of item key to
-    status and json.
+    status and json;
+    C(motor_ops_targets(plan)) lists every URL of the job with the TLS settings of the C(tls_config) section that
+    covers it, C(motor_ops_uri_args(target)) gives the TLS arguments of M(ansible.builtin.uri) for one of them and
+    C(motor_ops_probe_args(plan, settings)) the arguments of the affinity probe.
 positional: _input, raw
 options:
   _input:
@@ -42,7 +45,8 @@ options:
     required: true
   min_affinity:
     description:
-      - Smallest fraction of shared-prefix prompts that must land on one prefill target.
+      - Smallest fraction of the repeats of a shared prefix that must be served, with a prefix-cache hit, by the
+        instance the KV conductor reports as holding it.
     type: float
     default: 1.0
 """
@@ -82,6 +86,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_event
     kv_format_verdict,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document, mask_secrets, mask_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import probe_args, service_targets, uri_args
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import status_rows, status_table
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.verify import http_results, status_ok, verify_report, verify_table
 
@@ -112,6 +117,9 @@ def motor_ops_kv_endpoints(plan, containers=None):
 
 
 motor_ops_status_ok = status_ok  # Whether a node manager or engine /status answer means healthy.
+motor_ops_targets = service_targets  # Every URL of the job with its TLS settings.
+motor_ops_uri_args = uri_args  # The TLS arguments of ansible.builtin.uri for one target.
+motor_ops_probe_args = probe_args  # The arguments of the affinity probe.
 
 
 class FilterModule:
@@ -132,4 +140,7 @@ class FilterModule:
             "motor_ops_http": motor_ops_http,
             "motor_ops_kv_endpoints": motor_ops_kv_endpoints,
             "motor_ops_status_ok": motor_ops_status_ok,
+            "motor_ops_targets": motor_ops_targets,
+            "motor_ops_uri_args": motor_ops_uri_args,
+            "motor_ops_probe_args": motor_ops_probe_args,
         }

@@ -26,7 +26,10 @@ description:
     C(motor_reconcile_container_spec(container, result, settings)) is the M(pymotor.ascend.motor_containers)
     spec of a plan entry (volumes, labels with the config hash, no user_config);
     C(motor_reconcile_configmaps(containers, env_functions)) is what M(pymotor.ascend.motor_containers) renders
-    into the config directory of each plan entry (the injected C(set_*_env) functions and the JSON files).
+    into the config directory of each plan entry (the injected C(set_*_env) functions and the JSON files);
+    C(motor_reconcile_not_ready(failed, log_results, limit)) is the message of a failed readiness wait (the
+    condition, its likely cause and the fix, then at most C(limit) distinct log lines per container, each cut to
+    300 characters).
 positional: _input, parts, existing
 options:
   _input:
@@ -72,6 +75,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import change_table, reconcile
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.drain import drain_requests, drained_endpoints
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import spec_digest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.not_ready import readiness_failure
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label, previous_placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec
 
@@ -91,6 +95,7 @@ motor_reconcile_drained = drained_endpoints  # Endpoints of drained containers t
 motor_reconcile_container_spec = container_spec  # The pymotor.ascend.motor_containers spec of a plan entry (labels included, user_config left out).
 motor_reconcile_configmaps = configmaps  # The config directories of plan entries: injected functions and files (user_config.json, env.json).
 motor_reconcile_table = change_table  # Render the changes as text.
+motor_reconcile_not_ready = readiness_failure  # The lines of a failed readiness wait: condition, cause, fix, log tails.
 
 
 class FilterModule:
@@ -108,4 +113,5 @@ class FilterModule:
             "motor_reconcile_table": motor_reconcile_table,
             "motor_reconcile_container_spec": motor_reconcile_container_spec,
             "motor_reconcile_configmaps": motor_reconcile_configmaps,
+            "motor_reconcile_not_ready": motor_reconcile_not_ready,
         }

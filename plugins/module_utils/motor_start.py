@@ -65,6 +65,9 @@ def create_body(spec):
         "Labels": {str(k): str(v) for k, v in (spec.get("labels") or {}).items()},
         "HostConfig": host_config,
     }
+    if spec.get("stdin_open"):  # docker run -i: stdin open, never at EOF (PyMotor's controller spins on EOF)
+        body["OpenStdin"] = True
+        body["StdinOnce"] = False
     if spec.get("command"):
         body["Cmd"] = list(spec["command"])
     return body

@@ -41,9 +41,11 @@ attributes:
 options:
   configmap:
     description:
-      - Config directories to render before anything is removed or started. Every directory gets a copy of the
-        image's startup scripts (O(configmap.startup_dir)) with the C(set_*_env) functions prepended to the script
-        that defines them (what PyMotor's deployer does), plus the given files (C(user_config.json), C(env.json)).
+      - Config directories to render before anything is removed or started. Every directory gets a flat copy of the
+        image's startup scripts (O(configmap.startup_dir): C(startup/*) and C(startup/roles/*) side by side, as
+        PyMotor's ConfigMap lays them out) with the C(set_*_env) functions injected into the script that calls them
+        (replaced in place, else prepended: what PyMotor's deployer does), plus the given files (C(user_config.json),
+        C(env.json)).
         Files are written (atomically) only when their content, mode or owner differ; files no longer wanted are
         removed.
       - When O(configmap.startup_dir) has no C(boot.sh), the startup scripts are first copied out of
@@ -100,6 +102,12 @@ options:
             default: {}
           functions:
             description: Script basename to function name to the environment the function exports.
+            type: dict
+            default: {}
+          prepend:
+            description:
+              - Script basename to a text put before it, unless the script already starts with the text's first line
+                (the vLLM patch block PyMotor's deployer prepends to C(boot.sh)).
             type: dict
             default: {}
   job_id:
@@ -165,6 +173,12 @@ options:
       shm_size:
         description: Size of /dev/shm (for example C(4g)); Docker's default when empty.
         type: str
+      stdin_open:
+        description:
+          - Keep the container's stdin open (C(docker run -i)); PyMotor's controller spins at 100% CPU when its
+            stdin is at EOF.
+        type: bool
+        default: false
       labels:
         description: Labels; C(io.pymotor.config-hash) decides whether a container is recreated.
         type: dict
@@ -311,6 +325,7 @@ CONTAINER_OPTIONS = dict(
     devices=dict(type="list", elements="str", default=[]),
     volumes=dict(type="list", elements="str", default=[]),
     ipc_mode=dict(type="str"),
+    stdin_open=dict(type="bool", default=False),
     shm_size=dict(type="str"),
     labels=dict(type="dict", default={}),
     restart_policy=dict(type="str", default="unless-stopped"),

@@ -93,7 +93,10 @@ def normalize(user_config, env_config=None, overrides=None):
     env_config_out = normalize_env(ctx, env_config)
     lead = engines.get("union") or engines.get("prefill") or {}
     automatic = {"ENGINE_TYPE": lead.get("engine_type"), "MODEL_NAME": lead.get("served_model_name"),
-                 "SERVICE_ID": deploy_info[2]}
+                 "SERVICE_ID": deploy_info[2],
+                 # PyMotor's generator: north_config.name, printed as None when unset
+                 "NORTH_PLATFORM": str((uc.get("north_config") or {}).get("name")
+                                       if isinstance(uc.get("north_config"), dict) else None)}
     env = role_env(ctx, env_config_out, {key: value for key, value in automatic.items() if value is not None})
     if ctx.errors:
         raise MotorConfigError(ctx.errors, ctx.warnings)

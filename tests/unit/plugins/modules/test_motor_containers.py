@@ -17,7 +17,7 @@ SPEC = {
     "env": {"ROLE": "prefill", "POD_IP": "10.0.0.1"},
     "devices": ["/dev/davinci0:/dev/davinci0:rwm", "/dev/davinci_manager:/dev/davinci_manager:rwm"],
     "volumes": ["/etc/pymotor/job/job-p0-0:/etc/pymotor/job/job-p0-0:ro"],
-    "ipc_mode": "host", "shm_size": "4g", "restart_policy": "unless-stopped", "log_driver": "json-file",
+    "ipc_mode": "host", "shm_size": "4g", "stdin_open": True, "restart_policy": "unless-stopped", "log_driver": "json-file",
     "log_options": {"max-size": "100m", "max-file": 5},
     "labels": {"io.pymotor.job": "job", mc.HASH_LABEL: "h1"},
 }
@@ -40,11 +40,12 @@ def test_create_body_maps_every_field():
     assert host["RestartPolicy"] == {"Name": "unless-stopped", "MaximumRetryCount": 0}
     assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "100m", "max-file": "5"}}
     assert "CapAdd" not in host and "Privileged" in host
+    assert body["OpenStdin"] is True and body["StdinOnce"] is False
 
 
 def test_create_body_leaves_docker_defaults_when_empty():
-    body = mc.create_body(dict(SPEC, ipc_mode=None, shm_size=None, command=[], devices=["/dev/x"]))
-    assert "IpcMode" not in body["HostConfig"] and "ShmSize" not in body["HostConfig"] and "Cmd" not in body
+    body = mc.create_body(dict(SPEC, ipc_mode=None, shm_size=None, stdin_open=False, command=[], devices=["/dev/x"]))
+    assert "OpenStdin" not in body and "IpcMode" not in body["HostConfig"] and "ShmSize" not in body["HostConfig"] and "Cmd" not in body
     assert body["HostConfig"]["Devices"] == [{"PathOnHost": "/dev/x", "PathInContainer": "/dev/x", "CgroupPermissions": "rwm"}]
 
 
@@ -216,7 +217,7 @@ def test_a_render_alone_never_asks_docker_and_hides_the_file_texts(tmp_path, mon
     first = run_main({"job_id": "job", "configmap": configmap}, monkeypatch, capsys)
     assert first["changed"] and first["states"] == {} and first["containers"] == []
     assert first["configmap"]["changed_dirs"] == [str(tmp_path / "log" / "job-p0-0"), "job-p0-0"]
-    assert (target / "engine.sh").read_text() == 'set_prefill_env() {\n    export ROLE="prefill"\n}\nstart_engine\n'
+    assert (target / "engine.sh").read_text() == 'function set_prefill_env() {\n    export ROLE="prefill"\n}\nstart_engine\n'
     assert "s3cret" not in json.dumps(first)
     again = run_main({"job_id": "job", "configmap": configmap}, monkeypatch, capsys)
     assert not again["changed"] and again["configmap"]["changed_dirs"] == []

@@ -201,8 +201,10 @@ def test_env_values_become_strings():
     env["motor_engine_decode_env"].update({"FLAG": True, "OFF": False, "RATIO": 0.5, "COUNT": 3})
     result = normalize(user, env)
     decode = result["env"]["decode"]
-    assert (decode["FLAG"], decode["OFF"], decode["RATIO"], decode["COUNT"]) == ("true", "false", "0.5", "3")
+    # PyMotor's generator exports a non-string as Python prints it (lib/utils.py update_shell_safely)
+    assert (decode["FLAG"], decode["OFF"], decode["RATIO"], decode["COUNT"]) == ("True", "False", "0.5", "3")
     assert result["env"]["common"]["SERVICE_ID"] == "mindie-motor"
+    assert result["env"]["common"]["NORTH_PLATFORM"] == "None"  # north_config.name unset: PyMotor prints None
     assert result["env"]["common"]["ENGINE_TYPE"] == "vllm"
     assert result["env"]["common"]["MODEL_NAME"] == "qwen3-8B"
     assert list(decode) == sorted(decode)
@@ -211,7 +213,8 @@ def test_env_values_become_strings():
 def test_env_config_optional():
     result = normalize(load_pair("vllm")[0])
     assert result["env_config"] == {}
-    assert result["env"]["prefill"] == {"ENGINE_TYPE": "vllm", "MODEL_NAME": "qwen3-8B", "SERVICE_ID": "mindie-motor"}
+    assert result["env"]["prefill"] == {"ENGINE_TYPE": "vllm", "MODEL_NAME": "qwen3-8B", "NORTH_PLATFORM": "None",
+                                        "SERVICE_ID": "mindie-motor"}
 
 
 # --- overrides -----------------------------------------------------------------------------------------------
