@@ -6,9 +6,10 @@
 
 Every directory gets a flat copy of the image's startup scripts (``startup/*`` and ``startup/roles/*`` side by
 side, as PyMotor's ConfigMap and docker-only guide lay them out; cached per image id in ``startup_dir``, copied out of
-the image once with the host's docker CLI: a created, never started container, ``docker cp`` of the directory as a
-tar stream) with the ``set_*_env`` functions injected into the script that calls them the way PyMotor's deployer
-does (replaced in place, else prepended), plus the given files (user_config.json, env.json). Files are written atomically and only when their content,
+the image once through the Docker Engine API: a created, never started container, the directory read as a tar stream
+from GET /containers/{id}/archive, the container removed again) with the ``set_*_env`` functions injected into the
+script that calls them the way PyMotor's deployer does (replaced in place, else prepended), plus the given files
+(user_config.json, env.json). Files are written atomically and only when their content,
 mode or owner differ; files no longer wanted are removed.
 """
 
@@ -18,11 +19,8 @@ import hashlib
 import io
 import os
 import shutil
-import subprocess
 import tarfile
 import tempfile
-
-from ansible.module_utils.common.text.converters import to_native
 
 
 def shell_escape(value):
@@ -182,25 +180,16 @@ def _safe_members(archive, top):
         yield member
 
 
-def _docker(argv):
-    proc = subprocess.run(["docker"] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
-    if proc.returncode != 0:
-        raise ValueError("docker %s: %s" % (argv[0], to_native(proc.stderr or proc.stdout).strip()))
-    return proc.stdout
-
-
-def extract_startup(startup_dir, image, in_image):
-    """Copy the startup scripts out of the image into startup_dir (atomically: a temporary sibling renamed)."""
+def extract_startup(startup_dir, image, in_image, client):
+    """Copy the startup scripts out of the image into startup_dir (atomically: a temporary sibling renamed).
+    ``client``: a motor_docker.DockerClient (the module's docker_host/TLS)."""
     parent = os.path.dirname(startup_dir)
     if not os.path.isdir(parent):
         os.makedirs(parent, 0o755)
     tmp = tempfile.mkdtemp(prefix=os.path.basename(startup_dir) + ".tmp.", dir=parent)
-    container_id = None
     try:
-        container_id = to_native(_docker(["create", "--network", "none", "--label", "io.pymotor.purpose=startup-scripts",
-                                          "--entrypoint", "/bin/true", image])).strip()
         source = in_image.rstrip("/")
-        data = _docker(["cp", "%s:%s" % (container_id, source), "-"])  # a tar stream of the directory
+        data = client.copy_out_of_image(image, source, labels={"io.pymotor.purpose": "startup-scripts"})
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:
             for member in _safe_members(archive, os.path.basename(source)):
                 member.mode &= ~0o022
@@ -212,8 +201,6 @@ def extract_startup(startup_dir, image, in_image):
         os.rename(tmp, startup_dir)
         tmp = None
     finally:
-        if container_id:
-            subprocess.run(["docker", "rm", "-f", container_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -237,13 +224,16 @@ RENDER_OPTIONS = dict(
 )
 
 
-def render(params, check):
+def render(params, check, new_client=None):
     """Render every directory of ``params`` (RENDER_OPTIONS); returns changed, changed_dirs, digests, extracted.
-    Raises ValueError, OSError or tarfile.TarError."""
+    ``new_client()`` gives the Docker client to copy the startup scripts out of the image with (only called when
+    they must be). Raises ValueError, OSError, tarfile.TarError or motor_docker's DockerError/DockerUnavailable."""
     startup_dir = params["startup_dir"]
     extracted = False
     if params["image"] and not os.path.isfile(os.path.join(startup_dir, "boot.sh")) and not check:
-        extract_startup(startup_dir, params["image"], params["in_image"])
+        if new_client is None:
+            raise ValueError("the startup scripts must be copied out of %s, but no Docker client was given" % params["image"])
+        extract_startup(startup_dir, params["image"], params["in_image"], new_client())
         extracted = True
     if not os.path.isdir(startup_dir) and check:  # nothing copied in check mode: every directory would change
         return {"changed": True, "changed_dirs": [c["name"] for c in params["containers"]], "digests": {},

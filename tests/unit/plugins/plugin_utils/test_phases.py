@@ -194,12 +194,15 @@ def test_report_names_unfinished_hosts_and_layers_states(plan):
 
 def test_bundle_files_are_masked():
     config = json.dumps({"motor_controller_config": {"api_key": "s3cret"}})
-    read = {"logs": {"results": [{"item": {"Names": ["/job-p0-0"]}, "stdout": "hello token=abc", "stderr": ""}]},
+    read = {"job": {"logs": [{"name": "job-p0-0", "id": "abc", "stdout": "hello token=abc", "stderr": ""}],
+                    "engine": {"info": {"ServerVersion": "27.5.1"}}},
             "configs": {"results": [{"item": {"path": "/etc/pymotor/job/job-p0-0/user_config.json"},
                                      "content": base64.b64encode(config.encode()).decode()}]},
-            "npu_smi": {"stdout": "npu ok"}, "docker_info": {"stdout": "info"}}
+            "npu_smi": {"stdout": "npu ok"}}
     files = {f["path"]: f["text"] for f in host_files(copy.deepcopy(read), "/etc/pymotor/")}
     assert set(files) == {"logs/job-p0-0.log", "configs/job/job-p0-0/user_config.json", "npu-smi-info.txt",
                           "docker-info.txt"}
     assert "s3cret" not in files["configs/job/job-p0-0/user_config.json"] and "********" in files[
         "configs/job/job-p0-0/user_config.json"]
+    assert files["logs/job-p0-0.log"].startswith("hello")
+    assert '"ServerVersion": "27.5.1"' in files["docker-info.txt"]
