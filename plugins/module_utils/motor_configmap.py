@@ -34,9 +34,8 @@ def shell_escape(value):
 
 def function_lines(name, env):
     """The lines of one injected function, as PyMotor's update_shell_safely writes them (in the given order)."""
-    return ["function %s() {\n" % name] + ['    export %s="%s"\n' % (key, shell_escape(value))
-                                            for key, value in (env or {}).items()] + (
-        [] if env else ["    :\n"]) + ["}\n"]  # bash rejects an empty function body
+    exports = ['    export %s="%s"\n' % (key, shell_escape(value)) for key, value in (env or {}).items()]
+    return ["function %s() {\n" % name] + (exports or ["    :\n"]) + ["}\n"]  # bash rejects an empty body
 
 
 def inject_function(text, name, env):

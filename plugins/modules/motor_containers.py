@@ -42,9 +42,9 @@ options:
   configmap:
     description:
       - Config directories to render before anything is removed or started. Every directory gets a flat copy of the
-        image's startup scripts (O(configmap.startup_dir): C(startup/*) and C(startup/roles/*) side by side, as
+        image's startup scripts (O(configmap.startup_dir), C(startup/*) and C(startup/roles/*) side by side, as
         PyMotor's ConfigMap lays them out) with the C(set_*_env) functions injected into the script that calls them
-        (replaced in place, else prepended: what PyMotor's deployer does), plus the given files (C(user_config.json),
+        (replaced in place, else prepended, as PyMotor's deployer does), plus the given files (C(user_config.json),
         C(env.json)).
         Files are written (atomically) only when their content, mode or owner differ; files no longer wanted are
         removed.

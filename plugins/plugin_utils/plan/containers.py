@@ -152,8 +152,8 @@ class ContainerBuilder:
             "HCCL_SOCKET_IFNAME": host.nic,
         }
         wiring.update(extra)
-        defaults = {key: wiring.pop(key) for key in ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
-                                                   "HCCL_SOCKET_IFNAME", "PYTHONHASHSEED") if key in wiring}
+        overridable = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "PYTHONHASHSEED")
+        defaults = {key: wiring.pop(key) for key in overridable if key in wiring}
         env_config = self.config.get("env_config") or {}
         sections = [ENV_SECTION[role]] + (["motor_engine_prefill_env"] if role == "union" else []) + ["motor_common_env"]
         for key, value in wiring.items():
