@@ -52,7 +52,10 @@ def wanted_files(startup_dir, container):
     by_base = {}
     for rel in files:
         by_base.setdefault(os.path.basename(rel), []).append(rel)
+    secret = container.get("secret_functions") or {}
     for script, functions in sorted((container.get("functions") or {}).items()):
+        hidden = secret.get(script) or {}
+        functions = dict((name, dict(env or {}, **(hidden.get(name) or {}))) for name, env in functions.items())
         targets = by_base.get(script)
         if not targets:
             raise ValueError("%s: %s is not among the startup scripts of the image (%s)" % (container["name"], script, startup_dir))
@@ -192,6 +195,8 @@ RENDER_OPTIONS = dict(
         # the texts are masked wherever they appear; names, paths and environment values stay readable
         files=dict(type="dict", default={}, no_log=True),
         functions=dict(type="dict", default={}),
+        # the variables with a secret-looking name, merged into ``functions`` (same shape): never logged
+        secret_functions=dict(type="dict", default={}, no_log=True),
     )),
 )
 

@@ -99,6 +99,13 @@ options:
             description: Script basename to function name to the environment the function exports.
             type: dict
             default: {}
+          secret_functions:
+            description:
+              - Like O(configmap.containers[].functions), for the variables with a secret-looking name (API keys,
+                tokens, passwords), merged into the functions that O(configmap.containers[].functions) names.
+              - Never logged, its values are masked wherever they would appear in the result.
+            type: dict
+            default: {}
   job_id:
     description:
       - Value of the C(io.pymotor.job) label; the result lists the state of every container of the job on the host.
@@ -132,6 +139,13 @@ options:
         default: []
       env:
         description: Environment variables.
+        type: dict
+        default: {}
+      secret_env:
+        description:
+          - Environment variables with a secret-looking name (API keys, tokens, passwords), merged into
+            O(containers[].env).
+          - Never logged, their values are masked wherever they would appear in the result.
         type: dict
         default: {}
       devices:
@@ -261,6 +275,7 @@ CONTAINER_OPTIONS = dict(
     image=dict(type="str", required=True),
     command=dict(type="list", elements="str", default=[]),
     env=dict(type="dict", default={}),
+    secret_env=dict(type="dict", default={}, no_log=True),
     devices=dict(type="list", elements="str", default=[]),
     volumes=dict(type="list", elements="str", default=[]),
     ipc_mode=dict(type="str"),
@@ -295,6 +310,8 @@ def main():
         # imported only now: a render alone never asks the Docker engine nor loads its API client
         from ansible_collections.pymotor.ascend.plugins.module_utils.motor_start import DockerUnavailable, start_on_docker
 
+        for spec in params["containers"]:  # the secret variables join the others only here, never in a log
+            spec["env"] = dict(spec["env"] or {}, **(spec.pop("secret_env", None) or {}))
         try:
             started = start_on_docker(module)
         except DockerUnavailable as exc:  # the API client's failures, the Engine's errors and run()'s own
