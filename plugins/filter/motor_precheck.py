@@ -60,6 +60,19 @@ _value:
       C(parts) (container name to its hash parts) and C(hosts) (host to C(image_id), C(mounts_present),
       C(problems)).
   type: dict
+  sample:
+    problems: []
+    parts:
+      mindie-motor-p0-0:
+        image: sha256:4f1c
+        shared: 1e9caa69fe171d487d5e012f5a6f137e2687ab70e1cd2809b67a9ce6bc1fa079
+        spec: f8a0a3d6e8fa8beb1f0deb5e5f642eb49c47aa2e8abae9732544d8074b06a12c
+    hosts:
+      npu-a2-01:
+        image_id: sha256:4f1c
+        mounts_present:
+          - /usr/local/Ascend/driver
+        problems: []
 """
 
 from ansible.errors import AnsibleFilterError

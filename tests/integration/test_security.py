@@ -33,8 +33,9 @@ JOB = "sec-job"
 API_KEY = "FAKE-APIKEY-7c41e2"
 TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-5d90ab-----END PRIVATE KEY-----"
 TLS_PASSWORD = "FAKE-TLSPASS-88e1f0"
+PASSWD_FILE = "/etc/pymotor-keys/FAKE-PWDFILE-41b7e3/key_pwd.txt"  # PyMotor's TLSConfig.passwd_file
 ENV_TOKEN = "FAKE-ENVTOKEN-2c8d51"
-SECRETS = (API_KEY, "FAKE-TLSKEY-5d90ab", TLS_PASSWORD, ENV_TOKEN)
+SECRETS = (API_KEY, "FAKE-TLSKEY-5d90ab", TLS_PASSWORD, "FAKE-PWDFILE-41b7e3", ENV_TOKEN)
 
 pytestmark = pytest.mark.docker
 
@@ -48,7 +49,7 @@ def cluster(tmp_path_factory):
     write_config(config, JOB, user_extra={
         "motor_controller_config": {"api_key": API_KEY},
         "motor_deploy_config": {"tls_config": {"mgmt_tls_config": {
-            "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD}}}},
+            "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD, "passwd_file": PASSWD_FILE}}}},
         env_extra={"motor_common_env": {"HF_TOKEN": ENV_TOKEN}})
     simctl.down(PREFIX)
     try:
@@ -150,6 +151,9 @@ def test_plan_file_holds_no_secret_and_is_0600(cluster):
     assert not [secret for secret in SECRETS if secret in text]
     for container in cluster["plan"]["containers"]:
         assert container["user_config"]["motor_controller_config"]["api_key"] == "********"
+        tls = container["user_config"]["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]
+        assert tls["tls_key"] == tls["tls_key_password"] == tls["passwd_file"] == "********"
+        assert tls["enable_tls"] is False
         assert container["env"]["HF_TOKEN"] == "********"
 
 
@@ -163,7 +167,9 @@ def test_the_containers_still_get_the_secrets(cluster):
     rc, out = simctl.host_exec(engine["host"], f"grep -rh HF_TOKEN {engine['configmap_path']}")
     assert rc == 0 and f'export HF_TOKEN="{ENV_TOKEN}"' in out and f'"HF_TOKEN": "{ENV_TOKEN}"' in out, out
     rc, out = simctl.host_exec(engine["host"], f"cat {engine['configmap_path']}/user_config.json")
-    assert rc == 0 and json.loads(out)["motor_controller_config"]["api_key"] == API_KEY
+    rendered = json.loads(out)
+    assert rc == 0 and rendered["motor_controller_config"]["api_key"] == API_KEY
+    assert rendered["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]["passwd_file"] == PASSWD_FILE
 
 
 @pytest.mark.parametrize("verbosity", ["-v", "-vv", "-vvv"])

@@ -21,8 +21,9 @@ BIN = Path(sys.executable).parent
 API_KEY = "FAKE-APIKEY-unit-3b7f"
 TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-unit-a1c9-----END PRIVATE KEY-----"
 TLS_PASSWORD = "FAKE-TLSPASS-unit-0d42"  # noqa: S105  (test data)
+PASSWD_FILE = "/etc/pymotor-keys/FAKE-PWDFILE-unit-93d0/key_pwd.txt"  # PyMotor's TLSConfig.passwd_file
 TOKEN = "FAKE-ENVTOKEN-unit-6e15"  # noqa: S105
-SECRETS = (API_KEY, "FAKE-TLSKEY-unit-a1c9", TLS_PASSWORD, TOKEN)
+SECRETS = (API_KEY, "FAKE-TLSKEY-unit-a1c9", TLS_PASSWORD, "FAKE-PWDFILE-unit-93d0", TOKEN)
 
 
 def seeded_config(config_dir: Path) -> None:
@@ -31,7 +32,8 @@ def seeded_config(config_dir: Path) -> None:
     env = json.loads((REPO / "examples/seed_pd_separation/env.json").read_text())
     user["motor_controller_config"] = {**user.get("motor_controller_config", {}), "api_key": API_KEY}
     user["motor_deploy_config"]["tls_config"] = {"mgmt_tls_config": {
-        "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD}}
+        "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD,
+        "passwd_file": PASSWD_FILE}}
     env["motor_common_env"]["HF_TOKEN"] = TOKEN
     (config_dir / "user_config.json").write_text(json.dumps(user, indent=2))
     (config_dir / "env.json").write_text(json.dumps(env, indent=2))
@@ -80,7 +82,7 @@ def test_plan_file_and_output_hold_no_secret(seeded, verbosity):
     for container in plan["containers"]:
         assert container["user_config"]["motor_controller_config"]["api_key"] == "********"
         tls = container["user_config"]["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]
-        assert tls["tls_key"] == tls["tls_key_password"] == "********" and tls["enable_tls"] is False
+        assert tls["tls_key"] == tls["tls_key_password"] == tls["passwd_file"] == "********" and tls["enable_tls"] is False
         assert container["env"]["HF_TOKEN"] == "********"
     # what readers of the plan use stays readable (names, hosts, ports, devices, plain env)
     assert all(c["env"]["MOTOR_LOG_ROOT_PATH"] == "/root/ascend/log" for c in plan["containers"])
