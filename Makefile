@@ -10,13 +10,13 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/.build/collections
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help test demo demo-down bench venv collection-link docker images unit lint sanity integration molecule clean
+.PHONY: help test demo demo-down bench venv collection-link docker images unit lint sanity integration molecule conformance clean
 
 help:
 	@echo "make test   install what is missing (venv, Docker engine, base images), run every test"
 	@echo "make demo   run the main job on the embedded default configuration"
 	@echo "make bench  run the benchmarks on demand (not part of make test): one table of ratios, see bench/README.md"
-	@echo "parts: venv docker images unit lint sanity integration molecule clean"
+	@echo "parts: venv docker images unit lint sanity integration molecule conformance clean"
 
 # The venv is rebuilt only when the pins change.
 $(VENV)/.installed: requirements.txt constraints.txt
@@ -50,6 +50,14 @@ sanity: venv
 integration: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration
 
+# Against the real upstream PyMotor and Mooncake (../shared/upstream or MOTOR_UPSTREAM_*): skipped with the reason
+# when they are absent. First run builds the conformance image (~2 min) and the real conductor (~2 min); both are
+# cached by content (tests/conformance/build_image.py, conductor_image.py).
+conformance: venv images
+	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
+	if [ -n "$$reason" ]; then echo "make conformance: SKIPPED: $$reason"; else \
+	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs --import-mode=importlib tests/conformance; fi
+
 # molecule 26 finds a collection's scenarios under extensions/molecule/ (it ignores molecule/).
 molecule: venv images
 	@if ls extensions/molecule/*/molecule.yml >/dev/null 2>&1; then \
@@ -57,7 +65,7 @@ molecule: venv images
 	    ../$(BIN)/molecule test -s $$s || exit 1; done; \
 	else echo "no molecule scenarios yet"; fi
 
-test: venv images unit lint sanity integration molecule
+test: venv images unit lint sanity integration molecule conformance
 	@echo "make test: all parts passed"
 
 demo: venv images

@@ -16,6 +16,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_event
     kv_format_verdict,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document, mask_secrets, mask_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import probe_args, service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import status_rows, status_table
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.verify import http_results, verify_report, verify_table
 
@@ -44,6 +45,10 @@ def motor_ops_kv_endpoints(plan, containers=None):
     return [e["endpoint"] for e in expected_kv_endpoints(plan) if e["container"] in containers]
 
 
+motor_ops_targets = service_targets  # Every URL of the job with its TLS settings.
+motor_ops_probe_args = probe_args  # The arguments of the affinity probe.
+
+
 class FilterModule:
     """The pymotor.ascend.motor_ops filters."""
 
@@ -60,4 +65,6 @@ class FilterModule:
             "motor_ops_kv_verdict": motor_ops_kv_verdict,
             "motor_ops_http": motor_ops_http,
             "motor_ops_kv_endpoints": motor_ops_kv_endpoints,
+            "motor_ops_targets": motor_ops_targets,
+            "motor_ops_probe_args": motor_ops_probe_args,
         }

@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import change_table, reconcile
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.drain import drain_requests, drained_endpoints
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.not_ready import readiness_failure
 
 
 def motor_reconcile(plan, parts, existing):
@@ -23,6 +24,7 @@ def motor_reconcile(plan, parts, existing):
 motor_reconcile_drain_requests = drain_requests  # Conductor /unregister bodies for the drained containers.
 motor_reconcile_drained = drained_endpoints  # Endpoints of drained containers the conductor still lists.
 motor_reconcile_table = change_table  # Render the changes as text.
+motor_reconcile_not_ready = readiness_failure  # The lines of a failed readiness wait: condition, cause, fix, log tails.
 
 
 class FilterModule:
@@ -35,4 +37,5 @@ class FilterModule:
             "motor_reconcile_drain_requests": motor_reconcile_drain_requests,
             "motor_reconcile_drained": motor_reconcile_drained,
             "motor_reconcile_table": motor_reconcile_table,
+            "motor_reconcile_not_ready": motor_reconcile_not_ready,
         }

@@ -157,9 +157,10 @@ def job_id_problem(job_id, shown=None):
 
 
 def failure_text(problems, warnings=()) -> str:
-    """The message of a phase that stops: every problem once, one per line in the one format, then the warnings
-    after a blank line."""
-    lines = list(dict.fromkeys(p if isinstance(p, str) else format_problem(p) for p in problems))
+    """The message of a phase that stops: every problem once, numbered, one per line in the one format, then the
+    warnings after a blank line."""
+    unique = dict.fromkeys(p if isinstance(p, str) else format_problem(p) for p in problems)
+    lines = ["%d. %s" % (number, text) for number, text in enumerate(unique, start=1)]
     if warnings:
         lines += ["", "warnings:"] + [str(w) for w in warnings]
     return "\n".join(lines)

@@ -85,8 +85,13 @@ def healthy_observations(plan):
         "services": {"services": [{"Endpoint": e} for e in endpoints]},
         "inference": {"status": 200},
         "probe": {"endpoints": {e: {"block_stored": 3, "decode_errors": 0} for e in endpoints},
-                  "shared": [{"status": 200, "target": "p0/dp0"}] * 4, "unrelated": [{"status": 200}] * 2,
-                  "longest_matched": [0, 1024, 1024, 1024, 1024], "shapes": ["array"]},
+                  "unrelated": [{"status": 200}] * 2, "shapes": ["array"],
+                  "tokens": {"source": "tokenize", "detail": ""}, "metrics_before": {},
+                  "prefixes": [{"name": "prefix-0", "prompt_tokens": 1100,
+                                "steps": [{"query": {"status": 200, "json": {"default": {"vllm-prefill-1": {
+                                    "longest_matched": 0, "DP": {}}}}}}]
+                                + [{"status": 200, "query": {"status": 200, "json": {"default": {"vllm-prefill-1": {
+                                    "longest_matched": 1024, "DP": {"1": 1024}}}}}, "metrics": {}}] * 4}]},
         "kv_format": FILTERS["motor_ops_kv_verdict"]("0.11.0", ["array"]),
     }
 
@@ -189,6 +194,11 @@ REAL_OUTPUT = {
         {"item": {"name": "mindie-motor-p0-0"}, "status": 200, "json": {"status": True}},
         {"item": [{"name": "mindie-motor-p0-0"}, {"dp_rank": 1}], "status": -1}]),
     "motor_ops_kv_endpoints": lambda: FILTERS["motor_ops_kv_endpoints"](plan_of()),
+    "motor_ops_targets": lambda: FILTERS["motor_ops_targets"](plan_of()),
+    "motor_ops_probe_args": lambda: FILTERS["motor_ops_probe_args"](plan_of(), {}),
+    "motor_reconcile_not_ready": lambda: FILTERS["motor_reconcile_not_ready"](
+        {"msg": "x", "attempts": 3}, [{"item": {"name": "mindie-motor-p0-0", "host": "npu-a2-01"},
+                                       "stdout": "ERROR engine died"}], 5),
     "motor_ops_kv_verdict": lambda: FILTERS["motor_ops_kv_verdict"]("0.11.0", ["array"]),
     "motor_ops_mask": lambda: FILTERS["motor_ops_mask"](seed()[0]),
     "motor_ops_mask_text": lambda: FILTERS["motor_ops_mask_text"]('export HF_TOKEN="hf_not_a_real_token"'),

@@ -97,7 +97,8 @@ def test_contract_facts_and_the_one_problem_format():
     assert str(Problem("a.b", "is wrong", "fix it")) == "a.b: is wrong (fix it)"
     text = failure_text([Problem("a", "x", "y"), Problem("a", "x", "y"), "h1: disk: full (fix: free it)"],
                         [Problem("w", "odd", "hm")])
-    assert text.splitlines() == ["a: x (y)", "h1: disk: full (fix: free it)", "", "warnings:", "w: odd (hm)"]
+    assert text.splitlines() == ["1. a: x (y)", "2. h1: disk: full (fix: free it)", "", "warnings:",
+                                 "w: odd (hm)"]
     assert sorted(["p10", "p2", "p1"], key=natural_key) == ["p1", "p2", "p10"]
     assert render_table([{"a": 1, "b": None}], [("a", "A"), ("b", "BB")]).splitlines() == ["A  BB", "-  --", "1"]
 

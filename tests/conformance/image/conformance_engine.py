@@ -1,0 +1,227 @@
+"""Fake inference engine for the conformance image: the one part of a real PyMotor image that cannot run here.
+
+The REAL node manager (motor.node_manager) spawns it as ``engine_server`` (this package's script sits ahead of the
+wheel's console script on PATH) with its exact command line. It answers what the real control plane calls:
+- mgmt port: GET /status (drives readiness), GET /metrics (vLLM-named prefix-cache counters), GET /health;
+- business port: OpenAI chat/completions (streaming too), /tokenize, /v1/models, /health, /metrics;
+- P/D: a decode request carrying ``kv_transfer_params.metaserver`` makes this engine POST the hand-off to the
+  coordinator's metaserver (vLLM's connector does it on a real D), which drives the prefill leg on a P engine;
+- KV events: vLLM's array-shaped msgpack over ZMQ PUB (+ replay ROUTER), reusing the stand-in engine's publisher
+  (tests/sim/motor_image/motor_sim/kv_events.py), so the real Mooncake conductor indexes what this engine caches.
+Tokens come from the model directory's tokenizer (transformers AutoTokenizer + chat template), as vLLM's do, so the
+real coordinator (which loads the same tokenizer for KV-cache affinity) computes the same block hashes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from motor_sim.common import cfg_get, engine_section, load_user_config
+from motor_sim.kv_events import KvEventPublisher, PrefixCache
+
+DEFAULT_BLOCK_SIZE = 128
+
+
+def log(message: str, **fields) -> None:
+    suffix = f" {json.dumps(fields, sort_keys=True, default=str)}" if fields else ""
+    print(f"[conformance-engine] {message}{suffix}", flush=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The node manager's command line (motor/node_manager/core/daemon.py); an unknown option is an error."""
+    p = argparse.ArgumentParser(prog="engine_server")
+    for name in ("--dp-rank", "--port", "--mgmt-port"):
+        p.add_argument(name, type=int, required=True)
+    for name in ("--instance-id", "--host", "--master-dp-ip", "--config-path"):
+        p.add_argument(name, required=True)
+    p.add_argument("--role", choices=["prefill", "decode", "union", "encode"], required=True)
+    p.add_argument("--node-rank", type=int, default=0)
+    for name in ("--kv-port", "--dp-rpc-port", "--lookup-rpc-port"):
+        p.add_argument(name, type=int)
+    p.add_argument("--d2d-peer-ips")
+    return p.parse_args(argv)
+
+
+class Engine:
+    def __init__(self, args: argparse.Namespace, engine_config: dict):
+        self.args = args
+        model_dir = cfg_get(engine_config, "model", "")
+        self.model = cfg_get(engine_config, "served_model_name") or model_dir
+        # transformers imports slowly: only engines load it.
+        from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)  # fails like vLLM without a tokenizer
+        self.cache = PrefixCache(int(cfg_get(engine_config, "block_size", DEFAULT_BLOCK_SIZE)))
+        events = cfg_get(engine_config, "kv_events_config") or {}
+        if isinstance(events, str):
+            events = json.loads(events)
+        self.publisher = None
+        if events.get("enable_kv_cache_events") and events.get("publisher", "zmq") == "zmq":
+            self.publisher = KvEventPublisher("conformance-engine", events.get("endpoint", "tcp://*:5557"),
+                                              events.get("replay_endpoint"), events.get("topic", ""), args.dp_rank)
+        self.queries = self.hits = self.requests = 0
+        self.lock = threading.Lock()
+        self.status = "initial"
+
+    def tokens(self, body: dict) -> list[int]:
+        if "messages" in body:
+            ids = self.tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True, tokenize=True)
+            return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list):
+            return [int(t) for t in prompt] if prompt and isinstance(prompt[0], int) else \
+                self.tokenizer.encode("".join(prompt), add_special_tokens=False)
+        return self.tokenizer.encode(str(prompt), add_special_tokens=False)
+
+    def metrics(self) -> str:
+        name = self.model
+        lines = []
+        for metric, value in (("vllm:prefix_cache_queries_total", self.queries),
+                              ("vllm:prefix_cache_hits_total", self.hits),
+                              ("vllm:request_success_total", self.requests)):
+            lines += [f"# TYPE {metric} counter", f'{metric}{{model_name="{name}",engine="{self.args.dp_rank}"}} {value}']
+        for metric in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+            lines += [f"# TYPE {metric} gauge", f'{metric}{{model_name="{name}",engine="{self.args.dp_rank}"}} 0']
+        return "\n".join(lines) + "\n"
+
+    def complete(self, path: str, body: dict, request_id: str) -> dict:
+        """One completion; a decode leg first hands off to the coordinator's metaserver (the prefill leg)."""
+        kv = body.get("kv_transfer_params") or {}
+        chat = path.endswith("/chat/completions")
+        vllm_id = f"chatcmpl-{request_id}" if chat else f"cmpl-{request_id}-0"
+        prefill = None
+        if self.args.role == "decode" and kv.get("do_remote_prefill") and kv.get("metaserver"):
+            handoff = {"request_id": vllm_id, "do_remote_decode": True, "do_remote_prefill": False,
+                       "remote_engine_id": f"{self.args.instance_id}-{self.args.dp_rank}",
+                       "remote_host": self.args.host, "remote_port": self.args.port}
+            req = urllib.request.Request(kv["metaserver"], data=json.dumps(handoff).encode(), method="POST",
+                                         headers={"Content-Type": "application/json", "X-Request-Id": request_id})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                prefill = json.loads(resp.read() or b"{}")
+            log("metaserver hand-off answered", request_id=request_id, metaserver=kv["metaserver"])
+        tokens = self.tokens(body)
+        cached, event = self.cache.store(tokens)
+        if event and self.publisher:
+            self.publisher.publish([event])
+        with self.lock:
+            self.queries += len(tokens)
+            self.hits += cached
+            self.requests += 1
+        a = self.args
+        text = f"conformance {a.role} instance {a.instance_id} dp {a.dp_rank}: {len(tokens)} prompt tokens"
+        usage = {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1,
+                 "prompt_tokens_details": {"cached_tokens": cached}}
+        choice = {"index": 0, "finish_reason": "stop", "logprobs": None}
+        choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+        result = {"id": vllm_id, "object": "chat.completion" if chat else "text_completion",
+                  "created": int(time.time()), "model": body.get("model") or self.model, "choices": [choice],
+                  "usage": usage}
+        if a.role == "prefill":
+            result["kv_transfer_params"] = {"do_remote_prefill": True, "do_remote_decode": False,
+                                            "remote_engine_id": f"{a.instance_id}-{a.dp_rank}",
+                                            "remote_host": a.host, "remote_port": a.port,
+                                            "remote_block_ids": [], "request_id": vllm_id}
+        if prefill is not None:
+            log("decode after prefill", prefill_id=prefill.get("id"))
+        return result
+
+
+def handler_for(engine: Engine, mgmt: bool):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _send(self, status: int, payload, content_type: str = "application/json") -> None:
+            data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server API)
+            path = self.path.split("?", 1)[0]
+            if path == "/status" and mgmt:
+                self._send(200, {"status": engine.status})
+            elif path == "/metrics":
+                self._send(200, engine.metrics(), "text/plain; version=0.0.4")
+            elif path == "/health":
+                self._send(200 if engine.status == "normal" else 503, "")
+            elif path == "/v1/models" and not mgmt:
+                self._send(200, {"object": "list", "data": [{"id": engine.model, "object": "model"}]})
+            else:
+                self._send(404, {"detail": "Not Found"})
+
+        def do_POST(self) -> None:  # noqa: N802
+            path = self.path.split("?", 1)[0]
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                self._send(400, {"detail": "invalid JSON"})
+                return
+            if mgmt:
+                self._send(404, {"detail": "Not Found"})
+            elif path == "/tokenize":
+                tokens = engine.tokens(body)
+                self._send(200, {"tokens": tokens, "count": len(tokens), "max_model_len": 32768})
+            elif path in ("/v1/chat/completions", "/v1/completions"):
+                rid = self.headers.get("X-Request-Id") or uuid.uuid4().hex
+                log("request", path=path, request_id=rid, kv_transfer_params=body.get("kv_transfer_params"),
+                    max_tokens=body.get("max_tokens"), stream=body.get("stream"))
+                try:
+                    result = engine.complete(path, body, rid)
+                except OSError as exc:  # the metaserver hand-off failed: the request fails, as on vLLM
+                    self._send(500, {"error": {"message": f"remote prefill failed: {exc}"}})
+                    return
+                if body.get("stream"):
+                    self._stream(result, path.endswith("/chat/completions"))
+                else:
+                    self._send(200, result)
+            else:
+                self._send(404, {"detail": "Not Found"})
+
+        def _stream(self, result: dict, chat: bool) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            choice = dict(result["choices"][0])
+            if chat:
+                choice["delta"] = choice.pop("message")
+            chunk = {**result, "object": "chat.completion.chunk" if chat else "text_completion",
+                     "choices": [choice]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+            self.close_connection = True
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Handler
+
+
+def serve(host: str, port: int, handler) -> None:
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    log("argv", argv=sys.argv)
+    engine_config = engine_section(load_user_config(args.config_path), args.role).get("engine_config") or {}
+    engine = Engine(args, engine_config)
+    serve(args.host, args.port, handler_for(engine, mgmt=False))
+    serve(args.host, args.mgmt_port, handler_for(engine, mgmt=True))
+    engine.status = "normal"
+    log("engine ready", role=args.role, dp_rank=args.dp_rank, port=args.port, mgmt_port=args.mgmt_port)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
