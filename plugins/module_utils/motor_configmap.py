@@ -85,7 +85,10 @@ def startup_files(startup_dir):
 def wanted_files(startup_dir, container):
     """{relative path: bytes} of one config directory (flat)."""
     files = startup_files(startup_dir)
+    secret = container.get("secret_functions") or {}
     for script, functions in sorted((container.get("functions") or {}).items()):
+        hidden = secret.get(script) or {}
+        functions = dict((name, dict(env or {}, **(hidden.get(name) or {}))) for name, env in functions.items())
         if script not in files:
             raise ValueError("%s: %s is not among the startup scripts of the image (%s)" % (container["name"], script, startup_dir))
         files[script] = render_functions(files[script].decode(), functions).encode()
@@ -219,6 +222,8 @@ RENDER_OPTIONS = dict(
         files=dict(type="dict", default={}, no_log=True),
         functions=dict(type="dict", default={}),
         prepend=dict(type="dict", default={}),
+        # the variables with a secret-looking name, merged into ``functions`` (same shape): never logged
+        secret_functions=dict(type="dict", default={}, no_log=True),
     )),
 )
 

@@ -110,6 +110,13 @@ options:
                 (the vLLM patch block PyMotor's deployer prepends to C(boot.sh)).
             type: dict
             default: {}
+          secret_functions:
+            description:
+              - Like O(configmap.containers[].functions), for the variables with a secret-looking name (API keys,
+                tokens, passwords), merged into the functions that O(configmap.containers[].functions) names.
+              - Never logged, its values are masked wherever they would appear in the result.
+            type: dict
+            default: {}
   job_id:
     description:
       - Value of the C(io.pymotor.job) label; the result lists the state of every container of the job on the host.
@@ -155,6 +162,13 @@ options:
         default: []
       env:
         description: Environment variables.
+        type: dict
+        default: {}
+      secret_env:
+        description:
+          - Environment variables with a secret-looking name (API keys, tokens, passwords), merged into
+            O(containers[].env).
+          - Never logged, their values are masked wherever they would appear in the result.
         type: dict
         default: {}
       devices:
@@ -322,6 +336,7 @@ CONTAINER_OPTIONS = dict(
     image=dict(type="str", required=True),
     command=dict(type="list", elements="str", default=[]),
     env=dict(type="dict", default={}),
+    secret_env=dict(type="dict", default={}, no_log=True),
     devices=dict(type="list", elements="str", default=[]),
     volumes=dict(type="list", elements="str", default=[]),
     ipc_mode=dict(type="str"),
@@ -359,6 +374,8 @@ def main():
     if any(not all(isinstance(name, str) for name in group) for group in params["stop"]):
         module.fail_json(msg="stop: every group must be a list of container names")
     if params["containers"] or params["remove"] or params["stop"]:
+        for spec in params["containers"]:  # the secret variables join the others only here, never in a log
+            spec["env"] = dict(spec["env"] or {}, **(spec.pop("secret_env", None) or {}))
         try:
             started = start_on_docker(module)
         except DockerUnavailable as exc:  # the API client's failures, the Engine's errors and run()'s own

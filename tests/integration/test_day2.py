@@ -75,6 +75,26 @@ def test_verify_passes_with_full_affinity(cluster):
     assert "checks passed, 0 failed" in result.stdout
 
 
+def test_verify_check_mode_probes_and_passes_without_writing(cluster):
+    """verify.yml --check on a healthy cluster: the read-only probes run (check_mode: false), every check passes,
+    nothing is written (neither the report nor the plan file) and nothing changes on the hosts."""
+    report_path = cluster["tmp"] / "report-check.json"
+    plan_file = cluster["config"] / "motor_plan.json"
+    plan_before = (plan_file.read_bytes(), plan_file.stat().st_mtime_ns)
+    result = playbook("verify.yml", cluster["inventory"], cluster["config"], "--check",
+                      "-e", f"motor_verify_report={report_path}")
+    assert "checks passed, 0 failed" in result.stdout, result.stdout[-4000:]
+    for task in ("Read the controller readiness", "Send one inference request",
+                 "Subscribe to the KV events and run the affinity probe"):
+        chunk = result.stdout.split(f"TASK [pymotor.ascend.motor_operations : {task}]", 1)[1].split("TASK [", 1)[0]
+        assert "ok: [localhost" in chunk and "skipping" not in chunk, f"{task} was not probed:\n{chunk}"
+    assert not report_path.exists()
+    assert (plan_file.read_bytes(), plan_file.stat().st_mtime_ns) == plan_before
+    for line in result.stdout[result.stdout.index("PLAY RECAP"):].splitlines()[1:]:
+        if "ok=" in line and not line.startswith("localhost"):
+            assert "changed=0" in line and "failed=0" in line, line
+
+
 def test_status_lists_every_container(cluster):
     out = cluster["tmp"] / "status.json"
     playbook("status.yml", cluster["inventory"], cluster["config"], "-e", f"motor_status_output={out}")

@@ -17,11 +17,23 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     PORTS_LABEL,
     ROLE_LABEL,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
 
 
+def split_env(env: dict) -> tuple[dict, dict]:
+    """(plain, secret): the variables of ``env``, those under a secret-looking name (the masking rule of
+    operations/secrets.py) apart - the modules take them in a no_log option, so no log, result nor -vvv
+    invocation shows them, while the plain ones stay readable."""
+    plain, secret = {}, {}
+    for key, value in (env or {}).items():
+        (secret if is_secret_key(key) else plain)[key] = value
+    return plain, secret
+
+
 def container_spec(container: dict, result: dict, settings: dict) -> dict:
-    """The pymotor.ascend.motor_containers spec of a plan entry (no user_config: it may hold secrets).
+    """The pymotor.ascend.motor_containers spec of a plan entry (no user_config: it may hold secrets; the variables
+    with a secret-looking name in ``secret_env``, apart from ``env``).
 
     ``result`` is the reconcile result (config hash and parts labels), ``settings`` the role settings: image,
     command, job_id, log_root, weight_dir, mounts (engine mounts present on the container's host), extra_volumes,
@@ -37,11 +49,13 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     if container.get("mounts_profile") == "engine":
         volumes += [f"{path}:{path}:ro" for path in settings.get("mounts") or []]
     volumes += list(settings.get("extra_volumes") or [])
+    plain_env, secret_env = split_env(env)
     return {
         "name": name,
         "image": settings["image"],
         "command": list(settings.get("command") or []),
-        "env": {str(k): str(v) for k, v in env.items()},
+        "env": {str(k): str(v) for k, v in plain_env.items()},
+        "secret_env": {str(k): str(v) for k, v in secret_env.items()},
         "devices": list(container.get("devices") or []),
         # PyMotor's controller spins at 100% CPU on stdin at EOF (Docker's default): keep stdin open (docker run -i)
         "stdin_open": True,
@@ -88,17 +102,26 @@ fi
 def configmaps(containers: list, env_functions: dict) -> list:
     """The config directory (CONFIGMAP_PATH) of each plan entry, as M(pymotor.ascend.motor_containers) renders it:
     ``functions`` (script -> the set_*_env functions PyMotor's generator injects into it, each with the body the plan
-    gives it: common env + the role's env.json section), ``prepend`` (boot.sh -> the vLLM patch block, when the plan
-    asks for it) and ``files`` (user_config.json, env.json: the container environment)."""
+    gives it: common env + the role's env.json section; the variables with a secret-looking name in
+    ``secret_functions``, same shape, apart), ``prepend`` (boot.sh -> the vLLM patch block, when the plan asks for it)
+    and ``files`` (user_config.json, env.json: the container environment)."""
     out = []
     for c in containers or []:
         env = c.get("env") or {}
         shell_env = c.get("shell_env") or {}
         # a script none of whose functions the plan gives (mf_store.sh outside SGLang jobs) is left as the image has it
-        functions = {script: {name: shell_env.get(name) or {} for name in names}
-                     for script, names in (env_functions or {}).items()
-                     if not shell_env or any(name in shell_env for name in names)}
+        scripts = {script: names for script, names in (env_functions or {}).items()
+                   if not shell_env or any(name in shell_env for name in names)}
+        functions, secret_functions = {}, {}
+        for script, names in scripts.items():
+            functions[script] = {}
+            for name in names:
+                plain, secret = split_env(shell_env.get(name) or {})
+                functions[script][name] = plain
+                if secret:
+                    secret_functions.setdefault(script, {})[name] = secret
         out.append({"name": c["name"], "path": c["configmap_path"], "functions": functions,
+                    "secret_functions": secret_functions,
                     "prepend": {"boot.sh": KV_PATCH_BLOCK} if c.get("kv_patch") else {},
                     "files": {"user_config.json": nice_json(c.get("user_config") or {}),
                               "env.json": nice_json(env)}})
