@@ -6,6 +6,7 @@ The tests run in file order on one cluster; each starts from the state the previ
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
