@@ -22,8 +22,16 @@ if ! command -v dockerd >/dev/null 2>&1; then
 fi
 
 log "starting dockerd in the background (log: /var/log/pymotor-dockerd.log)"
-# setsid: dockerd must outlive the make process that started it.
-setsid nohup dockerd >/var/log/pymotor-dockerd.log 2>&1 </dev/null &
+# setsid: dockerd must outlive the make process that started it. Every descriptor above 2 is closed first: run as
+# `flock /tmp/pymotor-docker.lock make docker`, dockerd would otherwise inherit flock's descriptor and hold the
+# shared Docker lock for as long as it runs (every later `flock` waits forever).
+(
+  for fd in /proc/$BASHPID/fd/*; do
+    fd=${fd##*/}
+    if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+  done
+  exec setsid nohup dockerd >/var/log/pymotor-dockerd.log 2>&1 </dev/null
+) &
 
 for _ in $(seq 1 60); do
   if docker info >/dev/null 2>&1; then

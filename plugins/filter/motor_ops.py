@@ -23,7 +23,8 @@ description:
     C(motor_ops_mask_document(text)) in a JSON document (else free text);
     C(motor_ops_kv_shape(batch)) classifies one decoded KV-event batch (array, map, legacy, empty, unknown) and
     C(motor_ops_kv_verdict(vllm_version, shapes)) says whether the Mooncake conductor can read those events;
-    C(motor_ops_kv_endpoints(plan)) lists the KV-event endpoint of every publishing DP rank,
+    C(motor_ops_kv_endpoints(plan)) lists every KV-event endpoint a publishing DP rank may bind (any rank of its
+    instance, the controller assigns them in registration order),
     C(motor_ops_status_ok(body)) says whether a node manager / engine status answer means healthy and
     C(motor_ops_http(results)) turns the results of a C(ansible.builtin.uri) loop into a dict of item key to
     status and json.
@@ -108,7 +109,7 @@ def motor_ops_kv_endpoints(plan, containers=None):
     """The KV-event endpoints of every publishing DP rank of the plan (only of the named containers if given)."""
     if containers is None:
         return kv_endpoint_urls(plan)
-    return [e["endpoint"] for e in expected_kv_endpoints(plan) if e["container"] in containers]
+    return [url for e in expected_kv_endpoints(plan) if e["container"] in containers for url in e["of"]]
 
 
 motor_ops_status_ok = status_ok  # Whether a node manager or engine /status answer means healthy.

@@ -82,6 +82,7 @@ _value:
   description:
     - The plan. C(containers) is the list of containers sorted by tier then name; each has C(name), C(host),
       C(ip), C(role), C(job_name), C(instance), C(pod), C(tier), C(npu_ids), C(devices), C(dp_ranks),
+      C(rank_pool) (every DP rank the pod may get, the controller assigns them in registration order),
       C(endpoints), C(env), C(ports), C(port_map), C(user_config), C(shm_size), C(ipc_mode), C(mounts_profile),
       C(needs_weights) and C(configmap_path).
     - Also C(hosts) (per host summary), C(instances), C(controller), C(coordinator), C(kv_pool), C(kv_conductor),

@@ -69,7 +69,7 @@ def readiness_checks(plan: dict, timeouts: dict) -> list:
     if tracks_ranks(plan):
         checks.append({"name": "the KV conductor lists every prefill/union DP rank", "until": "endpoints",
                        "url": conductor_url + "/services",
-                       "endpoints": [e["endpoint"] for e in expected_kv_endpoints(plan)],
+                       "endpoints": expected_kv_endpoints(plan),
                        "timeout": int(timeouts["ready"]), "waiting_for": ["kv_conductor", "coordinator", "prefill", "union"]})
     return checks
 
@@ -85,7 +85,7 @@ def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -
         names = [c["name"] for c in members]
         checks.append({"name": "the KV conductor lists the DP ranks of %s" % instance["job_name"], "until": "endpoints",
                        "url": conductor_url + "/services",
-                       "endpoints": [e["endpoint"] for e in expected_kv_endpoints(plan) if e["container"] in names],
+                       "endpoints": [e for e in expected_kv_endpoints(plan) if e["container"] in names],
                        "timeout": int(timeouts["ready"]), "waiting_for": ["kv_conductor"]})
     checks.append({"name": "the coordinator reports ready", "until": "ready", "url": coordinator_url + "/readiness",
                    "timeout": int(timeouts["ready"]), "waiting_for": ["coordinator"]})
