@@ -13,6 +13,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document
+
 
 class ActionModule(ActionBase):
     """pymotor.ascend.motor_controller_file (documentation in plugins/modules/motor_controller_file.py)."""
@@ -27,9 +29,9 @@ class ActionModule(ActionBase):
         if not dest or content is None:
             raise AnsibleActionFail("motor_controller_file: dest and content are required")
         try:
-            mode = int(str(self._task.args.get("mode", "0640")), 8)
+            mode = int(str(self._task.args.get("mode", "0600")), 8)
         except ValueError:
-            raise AnsibleActionFail("motor_controller_file: mode must be octal, like 0640")
+            raise AnsibleActionFail("motor_controller_file: mode must be octal, like 0600")
         path = os.path.abspath(os.path.expanduser(to_native(dest)))
         data = to_bytes(content, errors="surrogate_or_strict")
         result.update(dest=path, changed=False)
@@ -41,6 +43,13 @@ class ActionModule(ActionBase):
                 if current == data and stat.S_IMODE(os.stat(path).st_mode) == mode:
                     return result
             result["changed"] = True
+            if self._task.diff:  # secrets masked on both sides: an older file may still hold them in clear
+                before, before_header = "", "%s (absent)" % path
+                if current is not None:
+                    before = mask_document(to_native(current, errors="surrogate_or_replace"))
+                    before_header = "%s (mode %04o)" % (path, stat.S_IMODE(os.stat(path).st_mode))
+                result["diff"] = {"before_header": before_header, "after_header": "%s (mode %04o)" % (path, mode),
+                                  "before": before, "after": mask_document(to_native(content))}
             if self._play_context.check_mode:
                 return result
             directory = os.path.dirname(path)

@@ -62,6 +62,36 @@ _value:
       C(affinity), C(kv_events), C(kv_pool), C(kv_conductor), C(env) (per-role environment, string values),
       C(env_config), C(overridden) (path to override index) and C(warnings) (list of strings).
   type: dict
+  sample:
+    version: v2.0
+    mode: pd_separation
+    job_id: mindie-motor
+    hardware_type: 800I_A2
+    npus_per_host: 8
+    engines:
+      prefill:
+        section: motor_engine_prefill_config
+        count: 1
+        pods: 1
+        npus_per_pod: 4
+        dp: 2
+        tp: 2
+        pp: 1
+        dp_local_per_pod: 2
+        engine_type: vllm
+        served_model_name: qwen3-8B
+        model: /mnt/weight/qwen3_8B
+    affinity: true
+    kv_events:
+      role: prefill
+      endpoint_port: 5557
+      replay_port: 6667
+      topic: kv-events
+    kv_conductor:
+      enabled: true
+      http_server_port: 13333
+    overridden: {}
+    warnings: []
 """
 
 from ansible.errors import AnsibleFilterError

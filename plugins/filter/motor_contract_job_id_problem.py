@@ -33,6 +33,8 @@ RETURN = r"""
 _value:
   description: The problem, empty when the job id follows the rule.
   type: str
+  sample: "motor_deploy_config.job_id: 'Mindie_Motor' cannot prefix container names: not a DNS label (use 1-63 lowercase
+    letters, digits and '-', starting and ending with a letter or digit)"
 """
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import job_id_problem

@@ -60,6 +60,19 @@ _value:
       C(parts) (container name to its hash parts) and C(hosts) (host to C(image_id), C(mounts_present),
       C(problems)).
   type: dict
+  sample:
+    problems: []
+    parts:
+      mindie-motor-p0-0:
+        image: sha256:4f1c
+        shared: 1e9caa69fe171d487d5e012f5a6f137e2687ab70e1cd2809b67a9ce6bc1fa079
+        spec: 3d835b506f0e87ea22ac908b45312c462ac5ac2b3a7fb687b5521f7cdad4fd05
+    hosts:
+      npu-a2-01:
+        image_id: sha256:4f1c
+        mounts_present:
+          - /usr/local/Ascend/driver
+        problems: []
 """
 
 from ansible.errors import AnsibleFilterError

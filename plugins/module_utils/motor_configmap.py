@@ -4,10 +4,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Render the config directories (CONFIGMAP_PATH) of PyMotor containers on the host the module runs on.
 
-Every directory gets a copy of the image's startup scripts (cached per image id in ``startup_dir``; copied out of
-the image once with the host's docker CLI: a created, never started container, ``docker cp`` of the directory as a
-tar stream) with the ``set_*_env`` functions prepended to the script that defines them (what PyMotor's deployer
-does), plus the given files (user_config.json, env.json). Files are written atomically and only when their content,
+Every directory gets a flat copy of the image's startup scripts (``startup/*`` and ``startup/roles/*`` side by
+side, as PyMotor's ConfigMap and docker-only guide lay them out; cached per image id in ``startup_dir``, copied out of
+the image once through the Docker Engine API: a created, never started container, the directory read as a tar stream
+from GET /containers/{id}/archive, the container removed again) with the ``set_*_env`` functions injected into the
+script that calls them the way PyMotor's deployer does (replaced in place, else prepended), plus the given files
+(user_config.json, env.json). Files are written atomically and only when their content,
 mode or owner differ; files no longer wanted are removed.
 """
 
@@ -17,47 +19,85 @@ import hashlib
 import io
 import os
 import shutil
-import subprocess
 import tarfile
 import tempfile
 
-from ansible.module_utils.common.text.converters import to_native
 
-
-def shell_quote(value):
-    """A double-quoted shell word: export KEY="value"."""
+def shell_escape(value):
+    """PyMotor's generator (examples/deployer/lib/utils.py shell_escape): backslash, double quote, backtick and
+    control characters are escaped, ``$`` is not, so ``$VAR`` in an env.json value expands when the function runs."""
     out = str(value)
-    for char in ("\\", '"', "$", "`"):
-        out = out.replace(char, "\\" + char)
-    return '"' + out + '"'
+    for char, escaped in (("\\", "\\\\"), ('"', '\\"'), ("`", "\\`"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
+        out = out.replace(char, escaped)
+    return out
 
 
-def render_functions(functions):
-    text = ""
+def function_lines(name, env):
+    """The lines of one injected function, as PyMotor's update_shell_safely writes them (in the given order)."""
+    exports = ['    export %s="%s"\n' % (key, shell_escape(value)) for key, value in (env or {}).items()]
+    return ["function %s() {\n" % name] + (exports or ["    :\n"]) + ["}\n"]  # bash rejects an empty body
+
+
+def inject_function(text, name, env):
+    """``text`` with ``function name() {...}`` replaced in place, or prepended when the script has none (PyMotor's
+    update_shell_safely: the block ends at the first line that is ``}``)."""
+    lines = text.splitlines(True)
+    start = end = -1
+    for index, line in enumerate(lines):
+        if line.strip().startswith("function %s()" % name):
+            start = index
+        elif start != -1 and line.strip() == "}":
+            end = index
+            break
+    new = function_lines(name, env)
+    if start != -1 and end != -1:
+        return "".join(lines[:start] + new + lines[end + 1:])
+    return "".join(new + lines)
+
+
+def render_functions(text, functions):
+    """``text`` with every function of ``functions`` (name -> env) injected, in sorted order of the names."""
     for name in sorted(functions):
-        env = functions[name] or {}
-        body = "".join("    export %s=%s\n" % (key, shell_quote(env[key])) for key in sorted(env)) or "    :\n"
-        text += "%s() {\n%s}\n" % (name, body)
+        text = inject_function(text, name, functions[name])
     return text
 
 
-def wanted_files(startup_dir, container):
-    """{relative path: bytes} of one config directory."""
+def startup_files(startup_dir):
+    """{name: bytes} of the config directory's scripts: the top-level files of the image's startup directory and the
+    role scripts of its ``roles/`` directory, all flat (boot.sh sources ``$SCRIPT_DIR/<role>.sh``: PyMotor's
+    ConfigMap and its docker-only guide both copy ``startup/roles/*`` next to boot.sh)."""
     files = {}
-    for root, _dirs, names in os.walk(startup_dir):
-        for name in names:
-            full = os.path.join(root, name)
+    for sub in ("", "roles"):
+        top = os.path.join(startup_dir, sub)
+        if not os.path.isdir(top):
+            continue
+        for name in sorted(os.listdir(top)):
+            full = os.path.join(top, name)
+            if not os.path.isfile(full):
+                continue
+            if name in files:
+                raise ValueError("%s: %s is both a startup script and a role script of the image" % (startup_dir, name))
             with open(full, "rb") as handle:
-                files[os.path.relpath(full, startup_dir)] = handle.read()
-    by_base = {}
-    for rel in files:
-        by_base.setdefault(os.path.basename(rel), []).append(rel)
+                files[name] = handle.read()
+    return files
+
+
+def wanted_files(startup_dir, container):
+    """{relative path: bytes} of one config directory (flat)."""
+    files = startup_files(startup_dir)
+    secret = container.get("secret_functions") or {}
     for script, functions in sorted((container.get("functions") or {}).items()):
-        targets = by_base.get(script)
-        if not targets:
+        hidden = secret.get(script) or {}
+        functions = dict((name, dict(env or {}, **(hidden.get(name) or {}))) for name, env in functions.items())
+        if script not in files:
             raise ValueError("%s: %s is not among the startup scripts of the image (%s)" % (container["name"], script, startup_dir))
-        rel = sorted(targets, key=len)[0]
-        files[rel] = render_functions(functions).encode() + files[rel]
+        files[script] = render_functions(files[script].decode(), functions).encode()
+    for script, text in sorted((container.get("prepend") or {}).items()):
+        if script not in files:
+            raise ValueError("%s: %s is not among the startup scripts of the image (%s)" % (container["name"], script, startup_dir))
+        first = text.splitlines()[0] if text else ""
+        if not files[script].decode().startswith(first):  # PyMotor's deployer: never twice (the first line tells)
+            files[script] = text.encode() + files[script]
     for rel, content in (container.get("files") or {}).items():
         files[rel] = content.encode() if isinstance(content, str) else content
     return files
@@ -142,25 +182,16 @@ def _safe_members(archive, top):
         yield member
 
 
-def _docker(argv):
-    proc = subprocess.run(["docker"] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
-    if proc.returncode != 0:
-        raise ValueError("docker %s: %s" % (argv[0], to_native(proc.stderr or proc.stdout).strip()))
-    return proc.stdout
-
-
-def extract_startup(startup_dir, image, in_image):
-    """Copy the startup scripts out of the image into startup_dir (atomically: a temporary sibling renamed)."""
+def extract_startup(startup_dir, image, in_image, client):
+    """Copy the startup scripts out of the image into startup_dir (atomically: a temporary sibling renamed).
+    ``client``: a motor_docker.DockerClient (the module's docker_host/TLS)."""
     parent = os.path.dirname(startup_dir)
     if not os.path.isdir(parent):
         os.makedirs(parent, 0o755)
     tmp = tempfile.mkdtemp(prefix=os.path.basename(startup_dir) + ".tmp.", dir=parent)
-    container_id = None
     try:
-        container_id = to_native(_docker(["create", "--network", "none", "--label", "io.pymotor.purpose=startup-scripts",
-                                          "--entrypoint", "/bin/true", image])).strip()
         source = in_image.rstrip("/")
-        data = _docker(["cp", "%s:%s" % (container_id, source), "-"])  # a tar stream of the directory
+        data = client.copy_out_of_image(image, source, labels={"io.pymotor.purpose": "startup-scripts"})
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:
             for member in _safe_members(archive, os.path.basename(source)):
                 member.mode &= ~0o022
@@ -172,8 +203,6 @@ def extract_startup(startup_dir, image, in_image):
         os.rename(tmp, startup_dir)
         tmp = None
     finally:
-        if container_id:
-            subprocess.run(["docker", "rm", "-f", container_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -192,17 +221,23 @@ RENDER_OPTIONS = dict(
         # the texts are masked wherever they appear; names, paths and environment values stay readable
         files=dict(type="dict", default={}, no_log=True),
         functions=dict(type="dict", default={}),
+        prepend=dict(type="dict", default={}),
+        # the variables with a secret-looking name, merged into ``functions`` (same shape): never logged
+        secret_functions=dict(type="dict", default={}, no_log=True),
     )),
 )
 
 
-def render(params, check):
+def render(params, check, new_client=None):
     """Render every directory of ``params`` (RENDER_OPTIONS); returns changed, changed_dirs, digests, extracted.
-    Raises ValueError, OSError or tarfile.TarError."""
+    ``new_client()`` gives the Docker client to copy the startup scripts out of the image with (only called when
+    they must be). Raises ValueError, OSError, tarfile.TarError or motor_docker's DockerError/DockerUnavailable."""
     startup_dir = params["startup_dir"]
     extracted = False
     if params["image"] and not os.path.isfile(os.path.join(startup_dir, "boot.sh")) and not check:
-        extract_startup(startup_dir, params["image"], params["in_image"])
+        if new_client is None:
+            raise ValueError("the startup scripts must be copied out of %s, but no Docker client was given" % params["image"])
+        extract_startup(startup_dir, params["image"], params["in_image"], new_client())
         extracted = True
     if not os.path.isdir(startup_dir) and check:  # nothing copied in check mode: every directory would change
         return {"changed": True, "changed_dirs": [c["name"] for c in params["containers"]], "digests": {},

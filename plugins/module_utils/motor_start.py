@@ -1,28 +1,36 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): builds on community.docker's GPL
-# API client.
-# SPDX-License-Identifier: GPL-3.0-or-later
-"""Remove and start the containers of a PyMotor job on one host through the Docker Engine API (community.docker's
-API client): the Docker part of pymotor.ascend.motor_containers, imported only when a run has containers to start or
-remove (a render alone saves importing the API client, about 0.3 s per run on a host)."""
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Remove and start the containers of a PyMotor job on one host through the Docker Engine API (the collection's own
+client, module_utils/motor_docker.py): the Docker part of pymotor.ascend.motor_containers."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import re
+
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.community.docker.plugins.module_utils.common_api import RequestException
-from ansible_collections.community.docker.plugins.module_utils._api.errors import DockerException, NotFound
-from ansible_collections.community.docker.plugins.module_utils._api.utils.utils import parse_bytes
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
+    DockerClient,
+    DockerError,
     DockerUnavailable,
-    MotorDockerClient,
-    job_containers,
+    NotFound,
 )
 
 HASH_LABEL = "io.pymotor.config-hash"
+MASK = "********"
+UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+
+
+def parse_bytes(value):
+    """'4g' -> 4294967296, like docker run --shm-size (b, k, m, g; a bare number is bytes)."""
+    match = re.match(r"^\s*(\d+)\s*([bkmg]?)b?\s*$", str(value).lower())
+    if not match:
+        raise ValueError("invalid size %r (a number with an optional unit b, k, m or g)" % (value,))
+    return int(match.group(1)) * UNITS[match.group(2)]
 
 
 def _device(spec):
@@ -57,6 +65,9 @@ def create_body(spec):
         "Labels": {str(k): str(v) for k, v in (spec.get("labels") or {}).items()},
         "HostConfig": host_config,
     }
+    if spec.get("stdin_open"):  # docker run -i: stdin open, never at EOF (PyMotor's controller spins on EOF)
+        body["OpenStdin"] = True
+        body["StdinOnce"] = False
     if spec.get("command"):
         body["Cmd"] = list(spec["command"])
     return body
@@ -75,15 +86,12 @@ def decide(existing, spec):
 
 
 def _inspect(client, name):
-    try:
-        return client.get_json("/containers/{0}/json", name)
-    except NotFound:
-        return None
+    return client.inspect_container(name)
 
 
 def _remove(client, name):
     try:
-        client.delete_call("/containers/{0}", name, params={"force": "true", "v": "false"})
+        client.delete("/containers/{0}", name, params={"force": "true", "v": "false"})
     except NotFound:
         return False
     return True
@@ -91,31 +99,99 @@ def _remove(client, name):
 
 def _create_and_start(client, spec):
     try:
-        created = client.post_json_to_json("/containers/create", data=create_body(spec), params={"name": spec["name"]})
+        created = client.post_json("/containers/create", data=create_body(spec), params={"name": spec["name"]})
     except NotFound as exc:
-        client.fail("cannot create %s: image %s is not on this host (%s); ship it with playbooks/build_image.yml"
-                    % (spec["name"], spec["image"], to_native(exc)))
-    client.post_call("/containers/{0}/start", created["Id"])
+        raise DockerUnavailable("cannot create %s: image %s is not on this host (%s); ship it with "
+                                "playbooks/build_image.yml" % (spec["name"], spec["image"], to_native(exc)))
+    client.post("/containers/{0}/start", created["Id"])
     return created["Id"]
 
 
 def _job_states(client, job_id):
-    return dict(((c.get("Names") or ["/?"])[0].lstrip("/"), c.get("State", "")) for c in job_containers(client, job_id))
+    return dict(((c.get("Names") or ["/?"])[0].lstrip("/"), c.get("State", "")) for c in client.job_containers(job_id))
 
 
-def _apply(client, spec, check_mode):
-    """Make one container run as specified; returns its row."""
+def planned(spec):
+    """The diff view of a container spec: what shapes the container, every env value masked (env may hold API keys
+    and tokens; which ones is the plan's masking rule, kept on the controller - here all values are hidden)."""
+    return {
+        "image": spec["image"],
+        "command": list(spec.get("command") or []),
+        "env": dict((str(k), MASK) for k in sorted(spec.get("env") or {})),
+        "devices": ["%(PathOnHost)s:%(PathInContainer)s:%(CgroupPermissions)s" % _device(d)
+                    for d in spec.get("devices") or []],
+        "volumes": list(spec.get("volumes") or []),
+        "labels": dict((str(k), str(v)) for k, v in (spec.get("labels") or {}).items()),
+        "ipc_mode": spec.get("ipc_mode") or "",
+        "shm_size": parse_bytes(spec["shm_size"]) if spec.get("shm_size") else 0,
+        "restart_policy": spec.get("restart_policy") or "no",
+        "state": "running",
+    }
+
+
+def observed(existing, image_env=()):
+    """The diff view (planned()'s keys) of a container's inspection; env entries the image sets itself are left
+    out, every value masked."""
+    config, host = existing.get("Config") or {}, existing.get("HostConfig") or {}
+    return {
+        "image": config.get("Image", ""),
+        "command": list(config.get("Cmd") or []),
+        "env": dict((e.split("=", 1)[0], MASK) for e in sorted(config.get("Env") or []) if e not in image_env),
+        "devices": ["%(PathOnHost)s:%(PathInContainer)s:%(CgroupPermissions)s" % d for d in host.get("Devices") or []],
+        "volumes": list(host.get("Binds") or []),
+        "labels": dict(config.get("Labels") or {}),
+        "ipc_mode": host.get("IpcMode") or "",
+        "shm_size": host.get("ShmSize") or 0,
+        "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",
+        "state": (existing.get("State") or {}).get("Status", ""),
+    }
+
+
+def _image_env(client, existing):
+    found = client.inspect_image(existing.get("Image", "")) if existing.get("Image") else None
+    return frozenset(((found or {}).get("Config") or {}).get("Env") or [])
+
+
+def _diff_of(client, existing, spec, action):
+    """(before, after) of one container for diff mode; None when nothing changes."""
+    if action == "unchanged":
+        return None
+    after = planned(spec)
+    if action == "started":
+        return dict(after, state=(existing.get("State") or {}).get("Status", "exited")), after
+    return (observed(existing, _image_env(client, existing)) if existing else {}), after
+
+
+def _apply(client, spec, check_mode, want_diff=False):
+    """Make one container run as specified; returns its row (and its diff under ``diff`` when wanted)."""
     existing = _inspect(client, spec["name"])
     action = decide(existing, spec)
     container_id = (existing or {}).get("Id", "")
+    row = {"name": spec["name"], "action": action, "id": container_id}
+    if want_diff:
+        row["diff"] = _diff_of(client, existing, spec, action)
     if not check_mode:
         if action == "recreated":
             _remove(client, spec["name"])
         if action in ("created", "recreated"):
-            container_id = _create_and_start(client, spec)
+            row["id"] = _create_and_start(client, spec)
         elif action == "started":
-            client.post_call("/containers/{0}/start", container_id)
-    return {"name": spec["name"], "action": action, "id": container_id}
+            client.post("/containers/{0}/start", container_id)
+    return row
+
+
+def _stop(client, name, wait, check_mode):
+    """Stop one container; returns (name, its state before) when it was running, else None."""
+    existing = _inspect(client, name)
+    if existing is None or not (existing.get("State") or {}).get("Running"):
+        return None
+    if not check_mode:
+        try:
+            if not client.stop(name, wait):
+                return None
+        except NotFound:  # removed meanwhile
+            return None
+    return name, (existing.get("State") or {}).get("Status", "running")
 
 
 def start_groups(specs):
@@ -129,25 +205,52 @@ def start_groups(specs):
     return groups
 
 
-def run(client, params, check_mode, new_client=None):
-    """Remove, then start group by group; ``new_client()`` gives a client per thread to start a group's containers
-    at the same time (without it, one after the other)."""
-    result = {"changed": False, "containers": [], "removed": [], "states": {}}
-    for name in params["remove"]:
-        if check_mode:
-            if _inspect(client, name) is not None:
-                result["removed"].append(name)
-        elif _remove(client, name):
-            result["removed"].append(name)
-    for group in start_groups(params["containers"]):
-        if len(group) == 1 or check_mode or new_client is None:
-            rows = [_apply(client, spec, check_mode) for spec in group]
+def _in_groups(client, groups, work, new_client):
+    """work(client, item) for the items of each group, a group's items at the same time on clients of their own
+    (``new_client()``; without it, or for a single item, one after the other on ``client``), group after group."""
+    rows = []
+    for group in groups:
+        if len(group) == 1 or new_client is None:
+            rows.extend(work(client, item) for item in group)
         else:
             with ThreadPoolExecutor(max_workers=len(group)) as pool:
-                rows = list(pool.map(lambda spec: _apply(new_client(), spec, check_mode), group))
-        result["containers"].extend(rows)
-    result["changed"] = bool(result["removed"]) or any(c["action"] != "unchanged" for c in result["containers"])
+                rows.extend(pool.map(lambda item: work(new_client(), item), group))
+    return rows
+
+
+def run(client, params, check_mode, new_client=None, want_diff=False):
+    """Stop group by group, remove, then start group by group; ``new_client()`` gives a client per thread to stop or
+    start a group's containers at the same time (without it, one after the other). With ``want_diff``, the result
+    has ``diff`` (before/after of every container that changes, env values masked)."""
+    result = {"changed": False, "containers": [], "removed": [], "stopped": [], "states": {}}
+    before, after = {}, {}
+    wait = params.get("stop_timeout", 10)
+    stopping = [list(group) for group in params.get("stop") or [] if group]
+    for found in _in_groups(client, stopping, lambda c, name: _stop(c, name, wait, check_mode), new_client):
+        if found:
+            result["stopped"].append(found[0])
+            before[found[0]], after[found[0]] = {"state": found[1]}, {"state": "exited"}
+    for name in params["remove"]:
+        existing = _inspect(client, name)
+        if existing is None or (not check_mode and not _remove(client, name)):
+            continue
+        result["removed"].append(name)
+        if want_diff:
+            before[name] = observed(existing, _image_env(client, existing))
+            after.pop(name, None)
+    parallel = None if check_mode else new_client
+    rows = _in_groups(client, start_groups(params["containers"]),
+                      lambda c, spec: _apply(c, spec, check_mode, want_diff), parallel)
+    for row in rows:
+        change = row.pop("diff", None)
+        if change:
+            before[row["name"]], after[row["name"]] = change
+        result["containers"].append(row)
+    result["changed"] = bool(result["removed"] or result["stopped"]) or any(
+        c["action"] != "unchanged" for c in result["containers"])
     result["states"] = _job_states(client, params["job_id"])
+    if want_diff:
+        result["diff"] = {"before": before, "after": after}
     return result
 
 
@@ -155,10 +258,9 @@ def start_on_docker(module):
     """run() with the module's parameters on the module's Docker engine; raises DockerUnavailable with the message
     to fail with."""
     try:
-        return run(MotorDockerClient(module), module.params, module.check_mode,
-                   new_client=lambda: MotorDockerClient(module))
-    except DockerException as exc:
-        raise DockerUnavailable("An unexpected Docker error occurred: %s" % to_native(exc))
-    except RequestException as exc:
-        raise DockerUnavailable("An unexpected requests error occurred when trying to talk to the Docker daemon: %s"
-                                % to_native(exc))
+        client = DockerClient.from_params(module.params)
+        return run(client, module.params, module.check_mode, new_client=client.clone, want_diff=module._diff)
+    except DockerError as exc:
+        raise DockerUnavailable("the Docker engine refused: %s" % to_native(exc))
+    except ValueError as exc:
+        raise DockerUnavailable(to_native(exc))

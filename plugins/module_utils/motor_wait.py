@@ -26,16 +26,35 @@ ARGUMENT_SPEC = dict(
         endpoints=dict(type="list", elements="raw", default=[]),
         timeout=dict(type="int", default=300),
         waiting_for=dict(type="list", elements="str", default=[]),
+        tls=dict(type="dict", options=dict(
+            ca_file=dict(type="str", default=""),
+            cert_file=dict(type="str", default=""),
+            key_file=dict(type="str", default="", no_log=False),
+        )),
     )),
     interval=dict(type="float", default=0.5),
     request_timeout=dict(type="float", default=5),
 )
 
 
-def _get(url, request_timeout):
+def tls_kwargs(tls):
+    """open_url's arguments for an https check: verify the server against ``ca_file`` (hostname included) and
+    present ``cert_file``/``key_file`` as the client certificate, as upstream's probe does."""
+    if not tls:
+        return {}
+    out = {"validate_certs": True}
+    if tls.get("ca_file"):
+        out["ca_path"] = tls["ca_file"]
+    if tls.get("cert_file") and tls.get("key_file"):
+        out.update(client_cert=tls["cert_file"], client_key=tls["key_file"])
+    return out
+
+
+def _get(url, request_timeout, tls=None):
     """(status, parsed JSON or None, text): status -1 when nothing answered."""
     try:
-        response = open_url(url, method="GET", timeout=request_timeout, use_proxy=False, follow_redirects="none")
+        response = open_url(url, method="GET", timeout=request_timeout, use_proxy=False, follow_redirects="none",
+                            **tls_kwargs(tls))
         status, raw = response.getcode(), response.read()
     except HTTPError as exc:
         status, raw = exc.code, exc.read() if hasattr(exc, "read") else b""
@@ -55,7 +74,7 @@ def wait_for(check, interval, request_timeout, get=_get, clock=time.monotonic, s
     polls = 0
     while True:
         polls += 1
-        status, body, text = get(check["url"], request_timeout)
+        status, body, text = get(check["url"], request_timeout, check.get("tls"))
         if condition_met(check["until"], status, body, check.get("endpoints")):
             return True, polls, clock() - started, ""
         answer = "no answer (%s)" % text if status == -1 else "HTTP %s %s" % (status, text)
@@ -74,6 +93,7 @@ def run_checks(params, wait=wait_for):
         if not held:
             return dict(failed=True, changed=False,
                         msg='"%s" did not hold within %s s (%s: %s)' % (check["name"], check["timeout"], check["url"], answer),
-                        check=check["name"], last_answer=answer, waiting_for=check["waiting_for"], checks=done)
+                        check=check["name"], until=check["until"], url=check["url"], last_answer=answer,
+                        waiting_for=check["waiting_for"], checks=done)
         done.append({"name": check["name"], "seconds": round(seconds, 2), "polls": polls})
     return dict(changed=False, checks=done)

@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
-# licence (motor_containers builds on community.docker's GPL API client); the rest of the collection is Apache-2.0.
+# licence; the rest of the collection is Apache-2.0.
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Render the config directories of, remove and start the containers of a PyMotor job on one host in one module run."""
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_containers
-short_description: Render the config of, start or remove the containers of a PyMotor job on one host in one run
+short_description: Render the config of, start, stop or remove the containers of a PyMotor job on one host in one run
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
   - First renders the config directories (CONFIGMAP_PATH) given in O(configmap), without talking to the Docker
     engine unless the startup scripts must be copied out of the image (once per image id).
-  - Removes the containers listed in O(remove), then makes every container in O(containers) run, group after
+  - Stops the containers of O(stop) group after group, removes the containers listed in O(remove), then makes every container in O(containers) run, group after
     group (O(containers[].group), the tier; the containers of one group at the same time), through the Docker
-    Engine API (the API client of community.docker, no Docker SDK needed).
+    Engine API (the collection's own client on the Python standard library; no Docker SDK, no C(docker) CLI).
   - One module run per host for a whole tier of a deploy, where M(community.docker.docker_container) is one run
     per container (a Python start, an inspection and the API calls each time).
   - Idempotence is decided by the label C(io.pymotor.config-hash) (computed by the
@@ -27,25 +27,30 @@ description:
     created again; a missing one is created. The image is never pulled.
   - The containers are never privileged, and use the host network.
 extends_documentation_fragment:
-  - community.docker.docker.api_documentation
+  - pymotor.ascend.docker
 attributes:
   check_mode:
     support: full
     description: Reports what would be created, recreated, started or removed.
   diff_mode:
-    support: none
-    description: No diff is returned.
+    support: full
+    description:
+      - Before and after of every container that is created, recreated, started, stopped or removed (image,
+        command, env, devices, volumes, labels, IPC mode, shm size, restart policy, state). Every env value is
+        masked (C(********)) - env may hold API keys and tokens; env entries the image sets itself are left out.
 options:
   configmap:
     description:
-      - Config directories to render before anything is removed or started. Every directory gets a copy of the
-        image's startup scripts (O(configmap.startup_dir)) with the C(set_*_env) functions prepended to the script
-        that defines them (what PyMotor's deployer does), plus the given files (C(user_config.json), C(env.json)).
+      - Config directories to render before anything is removed or started. Every directory gets a flat copy of the
+        image's startup scripts (O(configmap.startup_dir), C(startup/*) and C(startup/roles/*) side by side, as
+        PyMotor's ConfigMap lays them out) with the C(set_*_env) functions injected into the script that calls them
+        (replaced in place, else prepended, as PyMotor's deployer does), plus the given files (C(user_config.json),
+        C(env.json)).
         Files are written (atomically) only when their content, mode or owner differ; files no longer wanted are
         removed.
       - When O(configmap.startup_dir) has no C(boot.sh), the startup scripts are first copied out of
-        O(configmap.image) (a created, never started container, C(docker cp) of the directory as a tar stream,
-        removed again) into a temporary sibling renamed into place - the directory is a cache per image id.
+        O(configmap.image) (a created, never started container, the directory read as a tar stream from the
+        Engine API archive endpoint, the container removed again) into a temporary sibling renamed into place - the directory is a cache per image id.
       - The file contents (O(configmap.containers[].files), user_config holds API keys and TLS secrets) are never
         logged, while errors are shown in full. Owner and group of everything written are root.
     type: dict
@@ -99,11 +104,36 @@ options:
             description: Script basename to function name to the environment the function exports.
             type: dict
             default: {}
+          prepend:
+            description:
+              - Script basename to a text put before it, unless the script already starts with the text's first line
+                (the vLLM patch block PyMotor's deployer prepends to C(boot.sh)).
+            type: dict
+            default: {}
+          secret_functions:
+            description:
+              - Like O(configmap.containers[].functions), for the variables with a secret-looking name (API keys,
+                tokens, passwords), merged into the functions that O(configmap.containers[].functions) names.
+              - Never logged, its values are masked wherever they would appear in the result.
+            type: dict
+            default: {}
   job_id:
     description:
       - Value of the C(io.pymotor.job) label; the result lists the state of every container of the job on the host.
     type: str
     required: true
+  stop:
+    description:
+      - Groups of container names to stop, group after group (the containers of one group at the same time), before
+        anything is removed or started - the day-2 C(stop) and C(destroy) order (engines, control plane, KV pool).
+      - A container that is missing or not running is left alone.
+    type: list
+    elements: list
+    default: []
+  stop_timeout:
+    description: Seconds a container of O(stop) has to exit after SIGTERM before it is killed.
+    type: int
+    default: 10
   remove:
     description:
       - Names of containers to remove (forcibly, anonymous volumes kept) before any container starts.
@@ -134,6 +164,13 @@ options:
         description: Environment variables.
         type: dict
         default: {}
+      secret_env:
+        description:
+          - Environment variables with a secret-looking name (API keys, tokens, passwords), merged into
+            O(containers[].env).
+          - Never logged, their values are masked wherever they would appear in the result.
+        type: dict
+        default: {}
       devices:
         description: Devices as C(host_path:container_path:permissions).
         type: list
@@ -150,6 +187,12 @@ options:
       shm_size:
         description: Size of /dev/shm (for example C(4g)); Docker's default when empty.
         type: str
+      stdin_open:
+        description:
+          - Keep the container's stdin open (C(docker run -i)); PyMotor's controller spins at 100% CPU when its
+            stdin is at EOF.
+        type: bool
+        default: false
       labels:
         description: Labels; C(io.pymotor.config-hash) decides whether a container is recreated.
         type: dict
@@ -174,7 +217,7 @@ options:
 notes:
   - Runs on the Docker host (or reaches it through O(docker_host)).
 seealso:
-  - module: community.docker.docker_container
+  - module: pymotor.ascend.motor_job_info
 """
 
 EXAMPLES = r"""
@@ -198,6 +241,13 @@ EXAMPLES = r"""
         volumes: ["/etc/pymotor/demo/demo-p0-0:/etc/pymotor/demo/demo-p0-0:ro"]
         ipc_mode: host
         labels: {io.pymotor.job: demo, io.pymotor.config-hash: 0123abcd}
+
+- name: Stop the engines, then the control plane of a job, and remove them
+  pymotor.ascend.motor_containers:
+    job_id: demo
+    stop: [[demo-p0-0, demo-d0-0], [demo-controller, demo-coordinator]]
+    stop_timeout: 30
+    remove: [demo-p0-0, demo-d0-0, demo-controller, demo-coordinator]
 """
 
 RETURN = r"""
@@ -210,12 +260,15 @@ configmap:
       description: Names of the containers (and the extra directories) whose directory changed.
       type: list
       elements: str
+      sample: [/var/log/pymotor/demo/demo-p0-0, demo-p0-0]
     digests:
       description: Container name to a sha256 over the relative paths and file hashes of its directory.
       type: dict
+      sample: {demo-p0-0: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}
     extracted:
       description: Whether the startup scripts were copied out of the image in this run.
       type: bool
+      sample: false
 containers:
   description: What was done with each container of O(containers), in order.
   returned: always
@@ -231,17 +284,36 @@ containers:
     id:
       description: Container id (empty in check mode for a container that would be created).
       type: str
+  sample:
+    - {name: demo-p0-0, action: created, id: 3f2a9c0e1b7d5a8e}
+    - {name: demo-d0-0, action: unchanged, id: 8c1e0f3b2a6d4c9e}
+stopped:
+  description: The containers of O(stop) that were running and were stopped (in check mode - would be).
+  returned: always
+  type: list
+  elements: str
+  sample: [demo-p0-0, demo-controller]
 removed:
   description: The containers of O(remove) that existed and were removed.
   returned: always
   type: list
   elements: str
+  sample: [demo-p1-0]
 states:
   description:
     - State (C(running), C(exited), ...) of every container of the job on the host after the run; empty when the
-      run only rendered (O(containers) and O(remove) empty, the Docker engine is not asked).
+      run only rendered (O(containers), O(stop) and O(remove) empty, the Docker engine is not asked).
   returned: always
   type: dict
+  sample: {demo-p0-0: running, demo-d0-0: running, demo-p1-0: exited}
+diff:
+  description: Before and after of every container that changes, env values masked (diff mode).
+  returned: in diff mode, when O(containers), O(stop) or O(remove) is given
+  type: dict
+  sample:
+    before: {demo-p0-0: {state: exited}}
+    after: {demo-p0-0: {image: 'pymotor:latest', env: {ROLE: '********'}, labels: {io.pymotor.config-hash: 0123abcd},
+                        state: running}}
 """
 
 import tarfile
@@ -249,21 +321,26 @@ import tarfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.community.docker.plugins.module_utils.util import (
-    DOCKER_COMMON_ARGS,
-    DOCKER_MUTUALLY_EXCLUSIVE,
-    DOCKER_REQUIRED_TOGETHER,
-)
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_configmap import RENDER_OPTIONS, render
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
+    DOCKER_CONNECTION_ARGS,
+    DOCKER_CONNECTION_REQUIRED_TOGETHER,
+    DockerClient,
+    DockerError,
+    DockerUnavailable,
+)
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_start import start_on_docker
 
 CONTAINER_OPTIONS = dict(
     name=dict(type="str", required=True),
     image=dict(type="str", required=True),
     command=dict(type="list", elements="str", default=[]),
     env=dict(type="dict", default={}),
+    secret_env=dict(type="dict", default={}, no_log=True),
     devices=dict(type="list", elements="str", default=[]),
     volumes=dict(type="list", elements="str", default=[]),
     ipc_mode=dict(type="str"),
+    stdin_open=dict(type="bool", default=False),
     shm_size=dict(type="str"),
     labels=dict(type="dict", default={}),
     restart_policy=dict(type="str", default="unless-stopped"),
@@ -274,27 +351,31 @@ CONTAINER_OPTIONS = dict(
 
 
 def main():
-    argument_spec = dict(DOCKER_COMMON_ARGS)
+    argument_spec = dict(DOCKER_CONNECTION_ARGS)
     argument_spec.update(
         configmap=dict(type="dict", options=RENDER_OPTIONS),
         job_id=dict(type="str", required=True),
+        stop=dict(type="list", elements="list", default=[]),
+        stop_timeout=dict(type="int", default=10),
         remove=dict(type="list", elements="str", default=[]),
         containers=dict(type="list", elements="dict", default=[], options=CONTAINER_OPTIONS),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           mutually_exclusive=DOCKER_MUTUALLY_EXCLUSIVE, required_together=DOCKER_REQUIRED_TOGETHER)
+                           required_together=DOCKER_CONNECTION_REQUIRED_TOGETHER)
     params = module.params
-    result = {"changed": False, "containers": [], "removed": [], "states": {}}
+    result = {"changed": False, "containers": [], "removed": [], "stopped": [], "states": {}}
     if params["configmap"]:
         try:
-            result["configmap"] = render(params["configmap"], module.check_mode)
-        except (OSError, ValueError, KeyError, tarfile.TarError) as exc:
+            result["configmap"] = render(params["configmap"], module.check_mode,
+                                         new_client=lambda: DockerClient.from_params(params))
+        except (OSError, ValueError, KeyError, tarfile.TarError, DockerError, DockerUnavailable) as exc:
             module.fail_json(msg="cannot render the config directories: %s" % to_native(exc))
         result["changed"] = result["configmap"].pop("changed")
-    if params["containers"] or params["remove"]:
-        # imported only now: a render alone never asks the Docker engine nor loads its API client
-        from ansible_collections.pymotor.ascend.plugins.module_utils.motor_start import DockerUnavailable, start_on_docker
-
+    if any(not all(isinstance(name, str) for name in group) for group in params["stop"]):
+        module.fail_json(msg="stop: every group must be a list of container names")
+    if params["containers"] or params["remove"] or params["stop"]:
+        for spec in params["containers"]:  # the secret variables join the others only here, never in a log
+            spec["env"] = dict(spec["env"] or {}, **(spec.pop("secret_env", None) or {}))
         try:
             started = start_on_docker(module)
         except DockerUnavailable as exc:  # the API client's failures, the Engine's errors and run()'s own

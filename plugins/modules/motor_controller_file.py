@@ -24,8 +24,10 @@ attributes:
     support: full
     description: Reports whether the file would change, writes nothing.
   diff_mode:
-    support: none
-    description: No diff is returned.
+    support: full
+    description:
+      - Shows the old and the new text, with every value under a secret-looking key masked on both sides (an older
+        file may hold secrets in clear), and the old and the new mode in the headers.
   action:
     support: full
     description: Implemented as an action plugin running on the controller.
@@ -39,17 +41,19 @@ options:
     type: str
     required: true
   mode:
-    description: Octal permissions of the file.
+    description:
+      - Octal permissions of the file; a file already there with another mode gets this one.
+      - The default, readable by its owner only, suits files that may hold secrets.
     type: str
-    default: '0640'
+    default: '0600'
 """
 
 EXAMPLES = r"""
-- name: Write the plan as JSON
+- name: Write the plan as JSON, secrets masked
   pymotor.ascend.motor_controller_file:
     dest: motor_plan.json
-    content: "{{ motor_plan_result | ansible.builtin.to_nice_json(indent=2) }}\n"
-    mode: "0640"
+    content: "{{ motor_plan_result | pymotor.ascend.motor_ops_mask | ansible.builtin.to_nice_json(indent=2) }}\n"
+    mode: "0600"
 """
 
 RETURN = r"""
@@ -57,6 +61,7 @@ dest:
   description: The absolute path written (or that would be written).
   returned: always
   type: str
+  sample: /home/operator/motor_plan.json
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -64,7 +69,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main():
     module = AnsibleModule(argument_spec=dict(dest=dict(type="path", required=True), content=dict(type="str", required=True),
-                                              mode=dict(type="str", default="0640")), supports_check_mode=True)
+                                              mode=dict(type="str", default="0600")), supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_controller_file runs as an action plugin on the controller")
 
 

@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt): modules follow Ansible's module
-# licence (this one builds on community.docker's GPL API client); the rest of the collection is Apache-2.0.
+# licence; the rest of the collection is Apache-2.0.
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Read everything a PyMotor deploy needs to know about a host, read-only, in one module run."""
 
@@ -18,13 +18,14 @@ description:
     whole host rather than what a plan would use - every NPU C(npu-smi) lists and its health, every listening TCP
     port, the link state of every NPU (when asked), the given paths and model directories, the free disk space;
     the precheck then judges the planned NPUs, ports and paths on the controller without another round trip.
-  - The Docker part goes through the Engine API client of community.docker; when the engine does not answer,
+  - The Docker part goes through the collection's own Engine API client (Python standard library only, honouring
+    O(docker_host) and the TLS options); when the engine does not answer,
     the module still succeeds with RV(can_talk_to_docker=false) and the reason in RV(msg), so that the precheck
     reports it with the host's other problems.
-  - The containers are listed like M(community.docker.docker_host_info) lists them (C(Names), C(State),
+  - The containers are listed as the Engine API lists them (C(GET /containers/json)) (C(Names), C(State),
     C(Status), C(Labels), ...), filtered by the label C(io.pymotor.job).
 extends_documentation_fragment:
-  - community.docker.docker.api_documentation
+  - pymotor.ascend.docker
 attributes:
   check_mode:
     support: full
@@ -66,7 +67,7 @@ options:
 notes:
   - C(npu-smi) is looked up in E(PATH), /usr/local/sbin and /usr/local/bin.
 seealso:
-  - module: community.docker.docker_host_info
+  - module: pymotor.ascend.motor_job_info
 """
 
 EXAMPLES = r"""
@@ -84,58 +85,71 @@ can_talk_to_docker:
   description: Whether the Docker engine answered.
   returned: always
   type: bool
+  sample: true
 msg:
   description: Why the Docker engine could not be read (when RV(can_talk_to_docker) is false).
   returned: when the Docker engine does not answer
   type: str
+  sample: 'cannot talk to the Docker engine at unix:///var/run/docker.sock: FileNotFoundError: [Errno 2] No such file or directory'
 host_info:
   description: C(ServerVersion) of the Docker engine.
   returned: always
   type: dict
+  sample: {ServerVersion: 27.5.1}
 images:
   description: C([{Id}]) of O(image) when it is present.
   returned: always
   type: list
   elements: dict
+  sample: [{Id: 'sha256:0123abcd'}]
 containers:
   description: The containers of the job (running or not), as the Engine API lists them.
   returned: always
   type: list
   elements: dict
+  sample: [{Id: 3f2a9c0e1b7d, Names: [/mindie-motor-p0-0], State: running, Status: Up 5 minutes, Labels: {io.pymotor.job: mindie-motor}}]
 npu_devices:
   description: Ids of the C(/dev/davinciN) device nodes.
   returned: always
   type: list
   elements: int
+  sample: [0, 1, 2, 3, 4, 5, 6, 7]
 npu_health:
   description: NPU (device) id to the health C(npu-smi info) reports.
   returned: always
   type: dict
+  sample: {'0': OK, '1': OK, '2': Warning}
 npu_error:
   description: Why C(npu-smi) could not be read (empty when it could, or when there is no NPU device).
   returned: always
   type: str
+  sample: ''
 listening:
   description: Every TCP port in LISTEN state (IPv4 and IPv6).
   returned: always
   type: list
   elements: int
+  sample: [22, 1025, 2379]
 links:
   description: NPU id to its link state (C(UP), C(DOWN), or the tool's error), with O(links).
   returned: always
   type: dict
+  sample: {'0': UP, '1': DOWN}
 paths:
   description: Path to whether it exists.
   returned: always
   type: dict
+  sample: {/usr/local/Ascend/driver: true, /mnt/weight: true}
 models:
   description: Model directory to C(ok), C(missing) or C(no config.json).
   returned: always
   type: dict
+  sample: {/mnt/weight/qwen3_8B: ok, /mnt/weight/other: no config.json}
 free_mb:
   description: Free MiB on the file system of O(disk_path).
   returned: always
   type: int
+  sample: 51200
 """
 
 import glob
@@ -147,33 +161,30 @@ import subprocess
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.community.docker.plugins.module_utils._api.errors import NotFound
-from ansible_collections.community.docker.plugins.module_utils.util import DOCKER_COMMON_ARGS
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
+    DOCKER_CONNECTION_ARGS,
+    DOCKER_CONNECTION_REQUIRED_TOGETHER,
+    DockerClient,
+    DockerError,
     DockerUnavailable,
-    MotorDockerClient,
-    job_containers,
 )
 
 LISTEN = "0A"
 
 
-def read_docker(module, job_id, image):
+def read_docker(params, job_id, image):
     out = {"can_talk_to_docker": False, "host_info": {}, "images": [], "containers": []}
     try:
-        client = MotorDockerClient(module)
+        client = DockerClient.from_params(params)
         out["host_info"] = {"ServerVersion": client.get_json("/version").get("Version", "")}
         out["can_talk_to_docker"] = True
-        if image:
-            try:
-                out["images"] = [{"Id": client.get_json("/images/{0}/json", image)["Id"]}]
-            except NotFound:
-                pass
-        out["containers"] = job_containers(client, job_id)
+        found = client.inspect_image(image) if image else None
+        out["images"] = [{"Id": found["Id"]}] if found else []
+        out["containers"] = client.job_containers(job_id)
     except DockerUnavailable as exc:
         out["msg"] = to_native(exc)
-    except Exception as exc:  # an engine that answers badly is reported like one that does not answer
-        out["can_talk_to_docker"] = False
+    except (DockerError, KeyError, TypeError, AttributeError) as exc:  # an engine that answers badly is reported
+        out["can_talk_to_docker"] = False                               # like one that does not answer
         out["msg"] = "Docker API error: %s" % to_native(exc)
     return out
 
@@ -267,7 +278,7 @@ def free_mb(path):
 
 
 def main():
-    argument_spec = dict(DOCKER_COMMON_ARGS)
+    argument_spec = dict(DOCKER_CONNECTION_ARGS)
     argument_spec.update(
         job_id=dict(type="str", required=True),
         image=dict(type="str", default=""),
@@ -277,9 +288,10 @@ def main():
         hccn_tool=dict(type="path", default="/usr/local/Ascend/driver/tools/hccn_tool"),
         disk_path=dict(type="path", default="/var/log"),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           required_together=DOCKER_CONNECTION_REQUIRED_TOGETHER)
     params = module.params
-    result = read_docker(module, params["job_id"], params["image"])
+    result = read_docker(params, params["job_id"], params["image"])
     devices = sorted(int(p[len("/dev/davinci"):]) for p in glob.glob("/dev/davinci[0-9]*")
                      if p[len("/dev/davinci"):].isdigit())
     health, npu_error = npu_health() if devices else ({}, "")

@@ -71,6 +71,26 @@ options:
         type: list
         elements: str
         default: []
+      tls:
+        description:
+          - For an C(https) URL, the files the C(tls_config) section covering the port names (on the controller);
+            the server is verified against O(checks[].tls.ca_file) (hostname included) and
+            O(checks[].tls.cert_file) / O(checks[].tls.key_file) are presented as the client certificate, as
+            upstream's probe does. Omit for plain http.
+        type: dict
+        suboptions:
+          ca_file:
+            description: CA certificate (PEM) that signed the server certificates.
+            type: str
+            default: ""
+          cert_file:
+            description: Client certificate (PEM).
+            type: str
+            default: ""
+          key_file:
+            description: Key of the client certificate (PEM, not encrypted).
+            type: str
+            default: ""
   interval:
     description: Seconds between two polls of a check.
     type: float

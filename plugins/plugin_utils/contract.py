@@ -14,7 +14,45 @@ from typing import NamedTuple
 
 # --------------------------------------------------------------------------------------------------
 # Hardware: NPUs per host (Atlas 800I A2: 8 NPUs; 800I A3: 16 NPU dies, used in die pairs).
-HARDWARE_NPUS = {"800I_A2": 8, "800I_A3": 16}
+# Atlas A5: PyMotor's HARDWARE_TYPE_950I_A5 list (examples/deployer/lib/constant.py); the number a type ends with is its
+# NPUs per node, as in the MindCluster schedule policy the deployer gives each (chip<N>-node<M>: M NPUs per node).
+HARDWARE_A5 = ("350-Atlas-8", "350-Atlas-16", "350-Atlas-4p-8", "350-Atlas-4p-16", "850-Atlas-8p-8",
+               "850-SuperPod-Atlas-8", "950-SuperPod-Atlas-8")
+HARDWARE_NPUS = {"800I_A2": 8, "800I_A3": 16, **{hw: int(hw.rsplit("-", 1)[1]) for hw in HARDWARE_A5}}
+# NPUs that belong together on one host: A3 die pairs; the A5 "4p" cards hold 4 chips (schedule policy chip4-node<M>).
+# A pod's block starts on a group boundary when it fills whole groups, and never straddles one when it is smaller.
+NPU_GROUP = {"800I_A3": 2, "350-Atlas-4p-8": 4, "350-Atlas-4p-16": 4}
+NPU_GROUP_NAME = {"800I_A3": "die pair", "350-Atlas-4p-8": "4-chip card", "350-Atlas-4p-16": "4-chip card"}
+# The transfer protocol PyMotor's deployer gives the SGLang engines' memfabric store: device RDMA on A2, SDMA elsewhere.
+MF_TRANSFER_PROTOCOL = {"800I_A2": "device_rdma"}
+MF_TRANSFER_PROTOCOL_DEFAULT = "sdma"
+# PD heterogeneous deployment (A5): prefill and decode on hosts labelled differently, PyMotor's defaults.
+PD_HETEROGENEOUS_LABEL_KEY = "card_type"
+PD_HETEROGENEOUS_VALUES = {"prefill": "Ascend950PR", "decode": "Ascend950DT"}
+PD_HETEROGENEOUS_VALUE_KEYS = {"prefill": "pd_heterogeneous_prefill_label_value",
+                               "decode": "pd_heterogeneous_decode_label_value"}
+
+
+def npu_align(hardware, count):
+    """Alignment of a pod's NPU block of ``count`` on ``hardware`` (see NPU_GROUP)."""
+    group = NPU_GROUP.get(hardware, 1)
+    if count % group == 0:
+        return group
+    if count < group:
+        align = 1
+        while align < count:
+            align *= 2
+        return align if group % align == 0 else group
+    return 1
+
+
+def splits_npu_group(hardware, count):
+    """True when pods of ``count`` NPUs leave parts of NPU groups (an odd count on A3, 6 on a 4p A5 host)."""
+    group = NPU_GROUP.get(hardware, 1)
+    if count < group:
+        return count > 1 and group % count != 0
+    return count % group != 0
+
 
 # Inventory groups.
 ENGINE_GROUP = "motor_engine_hosts"
@@ -28,14 +66,14 @@ PLANNED_ENGINE_ROLES = ("prefill", "decode", "union")
 ENGINE_ROLES = PLANNED_ENGINE_ROLES + ("encode",)
 # Engine roles whose DP ranks publish KV events to the KV conductor (KV-cache affinity).
 PUBLISHING_ROLES = ("prefill", "union")
-CONTROL_ROLES = ("kv_pool", "controller", "coordinator", "kv_conductor")
+CONTROL_ROLES = ("kv_pool", "controller", "coordinator", "kv_conductor", "mf_store")
 # Start order: KV pool, then the control plane, then the engines (each tier up on every host before the next).
 TIER_KV_POOL = 0
 TIER_CONTROL = 1
 TIER_ENGINE = 2
 # Display and stop order of the roles (status tables: control plane first).
-ROLE_ORDER = {"kv_pool": 0, "controller": 1, "coordinator": 2, "kv_conductor": 3, "prefill": 4, "decode": 5,
-              "union": 6}
+ROLE_ORDER = {"kv_pool": 0, "controller": 1, "coordinator": 2, "kv_conductor": 3, "mf_store": 4, "prefill": 5,
+              "decode": 6, "union": 7}
 # Container name letter of an engine role: <job_id>-<letter><instance>-<pod>.
 ROLE_LETTER = {"prefill": "p", "decode": "d", "union": "u"}
 # motor_deploy_config keys per engine role: (instances, pods per instance, NPUs per pod).
@@ -77,6 +115,10 @@ DP_RPC_PORT = 9000
 KV_EVENTS_PORT = 5557
 # Mooncake master (kv_cache_pool_config.port) as PyMotor's kv_pool startup script starts it.
 KV_POOL_PORT = 50088
+# SGLang (engine_type "sglang"): PyMotor's deployer starts the memfabric config store (ROLE=mf_store) on this port
+# (DEFAULT_MF_STORE_PORT, not configurable there); the prefill engines bind SGLang's --disaggregation-bootstrap-port.
+MF_STORE_PORT = 50089
+SGLANG_BOOTSTRAP_PORT = 8998
 # mooncake_master's metrics port: not configurable in PyMotor's startup script, always bound.
 KV_POOL_METRICS_PORT = 9003
 # Mooncake conductor HTTP server (kv_conductor_config.http_server_port) as PyMotor defaults it.
@@ -157,9 +199,10 @@ def job_id_problem(job_id, shown=None):
 
 
 def failure_text(problems, warnings=()) -> str:
-    """The message of a phase that stops: every problem once, one per line in the one format, then the warnings
-    after a blank line."""
-    lines = list(dict.fromkeys(p if isinstance(p, str) else format_problem(p) for p in problems))
+    """The message of a phase that stops: every problem once, numbered, one per line in the one format, then the
+    warnings after a blank line."""
+    unique = dict.fromkeys(p if isinstance(p, str) else format_problem(p) for p in problems)
+    lines = ["%d. %s" % (number, text) for number, text in enumerate(unique, start=1)]
     if warnings:
         lines += ["", "warnings:"] + [str(w) for w in warnings]
     return "\n".join(lines)

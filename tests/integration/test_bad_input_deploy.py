@@ -270,6 +270,7 @@ def results(cluster, tmp_path_factory):
 
 # what ansible-core puts before the first problem: an assert's fail_msg, or the message of a failed filter
 _PREFIX = re.compile(r"^(?:Action failed: |.*?The (?:filter|lookup) plugin '[^']+' failed: )")
+_NUMBER = re.compile(r"^\d+\. ")
 _PROBLEM = re.compile(r"^(?P<path>\S+): (?P<message>.+) \((?P<hint>.+)\)$")
 _HOST_RESULT = re.compile(r"^(?P<status>ok|changed|fatal|failed|skipping|unreachable|included): \[(?!localhost\])")
 _TASK = re.compile(r"^TASK \[(?:[\w.]+ : )?(.+?)\] \*+$")
@@ -286,7 +287,8 @@ def reported_problems(out: str) -> list[str] | None:
         if not line.strip() or line.startswith(("Origin:", "Task failed.")):
             break
         problems.append(line)
-    return problems
+    # the phase entry points number their problems ("1. <path>: <what> (<hint>)")
+    return [_NUMBER.sub("", problem) for problem in problems]
 
 
 def failing_task(out: str) -> str | None:

@@ -10,6 +10,7 @@ import sys
 import tarfile
 
 import pytest
+import requests
 
 import simctl
 import support
@@ -60,13 +61,38 @@ def test_verify_passes_with_full_affinity(cluster):
     result = playbook("verify.yml", cluster["inventory"], cluster["config"], "-e", f"motor_verify_report={report_path}")
     report = json.loads(report_path.read_text())
     assert report["passed"], report
-    assert report["affinity"]["fraction"] == 1.0 and report["affinity"]["shared_total"] >= 3
-    series = report["affinity"]["longest_matched"]
-    assert series[0] == 0 < series[-1]
+    affinity = report["affinity"]
+    assert affinity["passed"] and affinity["fraction"] == 1.0 and affinity["repeats"] >= 6
+    assert affinity["tokens"]["source"] == "tokenize"  # the prefill engine's vLLM route
+    for prefix in affinity["prefixes"]:  # judged from the conductor's /query and the engines' counters only
+        assert prefix["verdict"] == "ok" and prefix["matched_before"] == 0 and prefix["matched"] >= 4 * 128, prefix
+        assert prefix["holder"].startswith("vllm-prefill-") and prefix["holder_container"].startswith(f"{JOB}-p0-0/")
+        assert all(r["engine"] == prefix["holder_container"] and r["hit_tokens"] >= 4 * 128 for r in prefix["repeats"])
+        assert prefix["spread"] == [prefix["holder"]] and not prefix["notes"]
     assert report["kv_events"]["block_stored"] > 0 and report["kv_events"]["decode_errors"] == 0
     assert report["kv_format"]["compatible"] is True and report["kv_format"]["shape"] == "array"
     assert len(report["containers"]) == 6 and all(c["restarts"] == 0 for c in report["containers"])
     assert "checks passed, 0 failed" in result.stdout
+
+
+def test_verify_check_mode_probes_and_passes_without_writing(cluster):
+    """verify.yml --check on a healthy cluster: the read-only probes run (check_mode: false), every check passes,
+    nothing is written (neither the report nor the plan file) and nothing changes on the hosts."""
+    report_path = cluster["tmp"] / "report-check.json"
+    plan_file = cluster["config"] / "motor_plan.json"
+    plan_before = (plan_file.read_bytes(), plan_file.stat().st_mtime_ns)
+    result = playbook("verify.yml", cluster["inventory"], cluster["config"], "--check",
+                      "-e", f"motor_verify_report={report_path}")
+    assert "checks passed, 0 failed" in result.stdout, result.stdout[-4000:]
+    for task in ("Read the controller readiness", "Send one inference request",
+                 "Subscribe to the KV events and run the affinity probe"):
+        chunk = result.stdout.split(f"TASK [pymotor.ascend.motor_operations : {task}]", 1)[1].split("TASK [", 1)[0]
+        assert "ok: [localhost" in chunk and "skipping" not in chunk, f"{task} was not probed:\n{chunk}"
+    assert not report_path.exists()
+    assert (plan_file.read_bytes(), plan_file.stat().st_mtime_ns) == plan_before
+    for line in result.stdout[result.stdout.index("PLAY RECAP"):].splitlines()[1:]:
+        if "ok=" in line and not line.startswith("localhost"):
+            assert "changed=0" in line and "failed=0" in line, line
 
 
 def test_status_lists_every_container(cluster):
@@ -77,6 +103,67 @@ def test_status_lists_every_container(cluster):
     assert names == {f"{JOB}-{n}" for n in ("controller", "coordinator", "kv-conductor", "kv-pool", "p0-0", "d0-0")}
     assert all(r["state"] == "running" for r in rows)
     assert {r["npus"] for r in rows if r["role"] in ("prefill", "decode")} == {"0,1,2,3", "4,5,6,7"}
+
+
+def ctl(cluster):
+    return [h for h in cluster["hosts"] if h["name"].endswith("-ctl")][0]
+
+
+def ctl_name(cluster):
+    return ctl(cluster)["name"]
+
+
+def conductor(cluster, method, path, body=None):
+    """Call the KV conductor on the control host (host network) like a client."""
+    resp = requests.request(method, f"http://{ctl(cluster)['ip']}:13333{path}", json=body, timeout=5)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def failed_verify(cluster, name):
+    report_path = cluster["tmp"] / f"{name}.json"
+    result = playbook("verify.yml", cluster["inventory"], cluster["config"], "-e", f"motor_verify_report={report_path}",
+                      check=False)
+    assert result.returncode != 0
+    report = json.loads(report_path.read_text())
+    return report, {c["check"] + " @ " + c["target"]: c for c in report["checks"] if not c["ok"]}
+
+
+def test_verify_fails_precisely_when_the_engines_kv_events_are_cut(cluster):
+    """The conductor stops following the prefill engine's events (its ranks unregistered, as after a conductor
+    restart): verify fails on the registrations and on every prefix, saying the conductor matched nothing."""
+    services = conductor(cluster, "GET", "/services")["services"]
+    assert len(services) == 2
+    for svc in services:
+        conductor(cluster, "POST", "/unregister", {"instance_id": svc["InstanceID"], "dp_rank": svc["DPRank"]})
+    try:
+        report, failed = failed_verify(cluster, "events-cut")
+        assert failed["conductor lists every prefill DP rank @ kv_conductor"]["detail"].startswith("0/2 registered")
+        prefixes = report["affinity"]["prefixes"]
+        assert prefixes and all(p["verdict"] == "fail" and p["holder"] is None for p in prefixes)
+        assert all("the conductor matched no token of the prefix" in p["reasons"][0] for p in prefixes)
+        assert {k.split(" @ ")[0] for k in failed} == {
+            "conductor lists every prefill DP rank", "affinity: repeats of a shared prefix go to the instance holding it",
+            "affinity: fraction of repeats served with the cached prefix"}
+    finally:  # re-register with the payload the coordinator used
+        for svc in services:
+            conductor(cluster, "POST", "/register", {
+                "endpoint": svc["Endpoint"], "replay_endpoint": svc["ReplayEndpoint"], "type": svc["Type"],
+                "modelname": svc["ModelName"], "instance_id": svc["InstanceID"], "block_size": svc["BlockSize"],
+                "dp_rank": svc["DPRank"], "tenant_id": svc["TenantID"]})
+    playbook("verify.yml", cluster["inventory"], cluster["config"], "-e",
+             f"motor_verify_report={cluster['tmp'] / 'restored.json'}")
+
+
+def test_verify_fails_precisely_when_the_conductor_is_stopped(cluster):
+    rc, out = simctl.host_exec(ctl_name(cluster), f"docker stop {JOB}-kv-conductor")
+    assert rc == 0, out
+    report, failed = failed_verify(cluster, "conductor-stopped")
+    assert "conductor /services unreadable" in failed["conductor lists every prefill DP rank @ kv_conductor"]["detail"]
+    assert f"container running with the planned image @ {ctl_name(cluster)}/{JOB}-kv-conductor" in failed
+    prefixes = report["affinity"]["prefixes"]
+    assert prefixes and all(p["verdict"] == "unknown" for p in prefixes)
+    assert all(p["reasons"][0].startswith("conductor /query: no answer") for p in prefixes)
 
 
 def test_collect_logs_masks_secrets(cluster):

@@ -6,7 +6,6 @@ The tests run in file order on one cluster; each starts from the state the previ
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -265,6 +264,10 @@ def test_coordinator_never_ready_fails_within_timeout_with_its_logs(cluster):
     _, tail = simctl.host_exec(ctl, f"docker logs --tail 5 {JOB}-coordinator 2>&1")
     assert tail.strip() and all(line.strip()[:60] in coordinator_lines for line in tail.splitlines() if line.strip())
     assert "[coordinator]" in coordinator_lines
+    # Readable for an operator: condition, cause and fix first, then a short distinct tail per container.
+    assert "likely cause: an engine is still loading the model" in out and "fix: if the engine logs" in out
+    assert out.count(f"----- {ctl}/{JOB}-coordinator") == 1  # the dump is not repeated
+    assert len(section[1].split("-----", 1)[0].splitlines()) <= 60  # a short tail (yaml may wrap a cut line)
 
 
 def test_failed_image_build_keeps_previous_tag_and_leaves_no_container(tmp_path):

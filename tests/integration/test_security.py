@@ -1,18 +1,21 @@
 """Security properties of a deployed job on a small simulated cluster (one A2 engine host with 1 P x 4 NPUs +
 1 D x 4 NPUs, and a control host; prefix pymotor-sec): no privileged container, exactly the planned devices,
-config modes, secrets kept out of the (verbose) Ansible output and the log bundle, management endpoints on the host
-address; and (on this machine's Docker) the Go archive checksum of the image build."""
+config modes, secrets (an API key, a TLS key and its password in user_config.json, a token in env.json) kept out of
+the plan file (mode 0600), of the Ansible output of deploy and collect_logs at -v, -vv and -vvv and of the log
+bundle, while the containers still get them; management endpoints on the host address; and (on this machine's
+Docker) the Go archive checksum of the image build. (plan.yml alone at -v..-vvv: tests/unit/test_plan_secrets.py.)"""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+import tarfile
 
 import pytest
 
 import simctl
-from support import wait_for
+from support import recap_changed, wait_for
 from fault_support import (
     build_image,
     conductor_image_run,
@@ -30,7 +33,9 @@ JOB = "sec-job"
 API_KEY = "FAKE-APIKEY-7c41e2"
 TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-5d90ab-----END PRIVATE KEY-----"
 TLS_PASSWORD = "FAKE-TLSPASS-88e1f0"
-SECRETS = (API_KEY, "FAKE-TLSKEY-5d90ab", TLS_PASSWORD)
+PASSWD_FILE = "/etc/pymotor-keys/FAKE-PWDFILE-41b7e3/key_pwd.txt"  # PyMotor's TLSConfig.passwd_file
+ENV_TOKEN = "FAKE-ENVTOKEN-2c8d51"
+SECRETS = (API_KEY, "FAKE-TLSKEY-5d90ab", TLS_PASSWORD, "FAKE-PWDFILE-41b7e3", ENV_TOKEN)
 
 pytestmark = pytest.mark.docker
 
@@ -44,14 +49,15 @@ def cluster(tmp_path_factory):
     write_config(config, JOB, user_extra={
         "motor_controller_config": {"api_key": API_KEY},
         "motor_deploy_config": {"tls_config": {"mgmt_tls_config": {
-            "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD}}}})
+            "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD, "passwd_file": PASSWD_FILE}}}},
+        env_extra={"motor_common_env": {"HF_TOKEN": ENV_TOKEN}})
     simctl.down(PREFIX)
     try:
         hosts = simctl.up(1, "800I_A2", PREFIX, control=True)
         simctl.load_image(PREFIX, "local/pymotor-fault:test")
         inventory = tmp / "hosts.yml"
         simctl.write_inventory(hosts, inventory)
-        deploy = playbook("deploy.yml", inventory, config, "-v",
+        deploy = playbook("deploy.yml", inventory, config, "-vvv",
                           "-e", "motor_service_ready_timeout=240", "-e", "motor_service_ready_delay=1")
         plan = json.loads((config / "motor_plan.json").read_text())
         yield {"hosts": hosts, "inventory": inventory, "config": config, "tmp": tmp, "plan": plan,
@@ -113,17 +119,74 @@ def test_config_directories_0750_and_files_0640_root_owned(cluster):
             assert (kind, mode) in (("d", "750"), ("f", "640")), f"{path}: {kind} {mode}"
 
 
-# The collect_logs bundle (API key and TLS key/password masked) is checked by tests/integration/test_day2.py,
-# which collects logs anyway: one archive run less here.
+def leaking_tasks(output: str) -> list[str]:
+    """The tasks whose output shows a seeded secret (plus 'outside any task' for the rest of the text)."""
+    chunks = re.findall(r"TASK \[([^\]]+)\][^\n]*\n(.*?)(?=\nTASK \[|\Z)", output, flags=re.S)
+    leaks = sorted({task for task, chunk in chunks if any(secret in chunk for secret in SECRETS)})
+    if not leaks and any(secret in output for secret in SECRETS):
+        leaks = ["outside any task"]
+    return leaks
 
 
-def test_verbose_deploy_output_holds_no_secret(cluster):
+def test_verbose_first_deploy_output_holds_no_secret(cluster):
+    """The first deploy ran at -vvv: module arguments (invocation) and results are shown."""
     output = cluster["deploy_output"]
-    leaks = sorted({task for task, chunk in re.findall(r"TASK \[([^\]]+)\][^\n]*\n(.*?)(?=\nTASK \[|\Z)", output,
-                                                        flags=re.S)
-                    if any(secret in chunk for secret in SECRETS)})
-    assert not leaks, f"secrets printed by: {leaks}"
-    assert not any(secret in output for secret in SECRETS)
+    assert "invocation" in output and "module_args" in output  # -vvv really shows the arguments
+    assert not leaking_tasks(output)
+
+
+@pytest.mark.parametrize("verbosity", ["-v", "-vv"])
+def test_verbose_redeploy_output_holds_no_secret(cluster, verbosity):
+    result = playbook("deploy.yml", cluster["inventory"], cluster["config"], verbosity,
+                      "-e", "motor_service_ready_timeout=240", "-e", "motor_service_ready_delay=1")
+    output = result.stdout + result.stderr
+    assert not leaking_tasks(output), f"{verbosity}: {leaking_tasks(output)}"
+    assert recap_changed(result.stdout) == 0
+
+
+def test_plan_file_holds_no_secret_and_is_0600(cluster):
+    path = cluster["config"] / "motor_plan.json"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    text = path.read_text()
+    assert not [secret for secret in SECRETS if secret in text]
+    for container in cluster["plan"]["containers"]:
+        assert container["user_config"]["motor_controller_config"]["api_key"] == "********"
+        tls = container["user_config"]["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]
+        assert tls["tls_key"] == tls["tls_key_password"] == tls["passwd_file"] == "********"
+        assert tls["enable_tls"] is False
+        assert container["env"]["HF_TOKEN"] == "********"
+
+
+def test_the_containers_still_get_the_secrets(cluster):
+    """Masked in the output only: the container's environment and its rendered config hold the real values."""
+    by_name = inspected(cluster)
+    for container in cluster["plan"]["containers"]:
+        env = dict(item.split("=", 1) for item in by_name[container["name"]]["Config"]["Env"])
+        assert env["HF_TOKEN"] == ENV_TOKEN, container["name"]
+    engine = next(c for c in cluster["plan"]["containers"] if c["role"] == "prefill")
+    rc, out = simctl.host_exec(engine["host"], f"grep -rh HF_TOKEN {engine['configmap_path']}")
+    assert rc == 0 and f'export HF_TOKEN="{ENV_TOKEN}"' in out and f'"HF_TOKEN": "{ENV_TOKEN}"' in out, out
+    rc, out = simctl.host_exec(engine["host"], f"cat {engine['configmap_path']}/user_config.json")
+    rendered = json.loads(out)
+    assert rc == 0 and rendered["motor_controller_config"]["api_key"] == API_KEY
+    assert rendered["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]["passwd_file"] == PASSWD_FILE
+
+
+@pytest.mark.parametrize("verbosity", ["-v", "-vv", "-vvv"])
+def test_collect_logs_output_and_bundle_hold_no_secret(cluster, verbosity):
+    dest = cluster["tmp"] / f"bundles{verbosity}"
+    result = playbook("collect_logs.yml", cluster["inventory"], cluster["config"], verbosity,
+                      "-e", f"motor_logs_dest={dest}")
+    assert not leaking_tasks(result.stdout + result.stderr), f"{verbosity}: {leaking_tasks(result.stdout)}"
+    (archive,) = list(dest.glob(f"pymotor-logs-{JOB}-*.tar.gz"))
+    assert archive.stat().st_mode & 0o777 == 0o600
+    with tarfile.open(archive) as tar:
+        members = {m.name: tar.extractfile(m).read().decode("utf-8", "replace") for m in tar.getmembers() if m.isfile()}
+    assert any(name.endswith("/env.json") for name in members) and any(name.endswith(".log") for name in members)
+    leaks = sorted(name for name, text in members.items() if any(secret in text for secret in SECRETS))
+    assert not leaks, f"bundle files with a secret: {leaks}"
+    env_json = json.loads(next(text for name, text in members.items() if name.endswith("-p0-0/env.json")))
+    assert env_json["HF_TOKEN"] == "********"
 
 
 def test_management_endpoints_bind_the_host_address(cluster):

@@ -25,6 +25,7 @@ import requests
 import build_conductor
 import simctl
 from motor_sim.tokenizer import Tokenizer
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.affinity import parse_prefix_cache
 from support import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +81,15 @@ def env_functions(without: str | None = None) -> dict[str, str]:
                 "set_prefill_env": ("engine.sh", env["motor_engine_prefill_env"]),
                 "set_decode_env": ("engine.sh", env["motor_engine_decode_env"]),
                 "set_kv_pool_env": ("kv_pool.sh", env["motor_kv_cache_pool_env"]),
-                "set_kv_conductor_env": ("kv_conductor.sh", env["motor_kv_conductor_env"])}
+                # the collection's workaround (docs/design.md): mooncake_config.py imports lib.utils from the image
+                "set_kv_conductor_env": ("kv_conductor.sh", {**env["motor_kv_conductor_env"],
+                                                             "PYTHONPATH": "/tmp/motor/examples/deployer"})}
     scripts: dict[str, str] = {}
     for name, (script, values) in sections.items():
         if name == without:
             continue
         exports = "".join(f'    export {k}="{v}"\n' for k, v in {**common, **values}.items())
-        scripts[script] = scripts.get(script, "") + f"{name}() {{\n{exports}}}\n"
+        scripts[script] = scripts.get(script, "") + f"function {name}() {{\n{exports}}}\n"
     return scripts
 
 
@@ -267,30 +270,61 @@ def test_coordinator_registers_every_prefill_rank(ready_cluster):
         assert (svc["Type"], svc["ModelName"], svc["BlockSize"], svc["TenantID"]) == ("vLLM", MODEL, BLOCK_SIZE, "default")
 
 
+def prefix_counters(cluster: dict) -> dict:
+    """{(conductor instance id, dp_rank): {"queries", "hits"}} of every prefill engine: vLLM's prefix-cache
+    counters from the /metrics of its management port, what a real deployment exposes."""
+    out = {}
+    for inst in cluster["instances"]:
+        if inst["role"] == "prefill":
+            for ep in inst["endpoints"]:
+                text = requests.get(f"http://{ep['ip']}:{ep['mgmt_port']}/metrics", timeout=3).text
+                out[(f"vllm-prefill-{inst['id']}", ep["dp_rank"])] = parse_prefix_cache(text)
+    return out
+
+
+def chat_served(cluster: dict, system: str, question: str) -> tuple:
+    """Send one chat; (the prefill engine whose query counter grew, its prefix-cache hit tokens)."""
+    before = prefix_counters(cluster)
+    resp = chat(cluster, system, question)
+    assert "X-Motor-Prefill-Instance" not in resp.headers and "motor_sim" not in resp.json()
+    after = prefix_counters(cluster)
+    grew = [key for key in after if after[key]["queries"] > before[key]["queries"]]
+    assert len(grew) == 1, (before, after)
+    return grew[0], after[grew[0]]["hits"] - before[grew[0]]["hits"]
+
+
+def test_tokenize_matches_the_engines_tokens(ready_cluster):
+    inst = next(i for i in ready_cluster["instances"] if i["role"] == "prefill")
+    ep = inst["endpoints"][0]
+    messages = [{"role": "system", "content": PREFIX_A}, {"role": "user", "content": "hi"}]
+    got = requests.post(f"http://{ep['ip']}:{ep['port']}/tokenize",
+                        json={"model": MODEL, "messages": messages, "add_generation_prompt": True}, timeout=3).json()
+    assert got["tokens"] == list(Tokenizer.render_chat(messages).encode()) and got["count"] == len(got["tokens"])
+
+
 def test_shared_prefix_prompts_land_on_the_same_prefill_endpoint(ready_cluster):
-    first = chat(ready_cluster, PREFIX_A, "How do I check NPU health?")
-    a = first.json()["motor_sim"]
-    assert first.headers["X-Motor-Prefill-Instance"] == a["prefill_instance"]
-    assert a["decode_instance"].startswith("vllm-decode-")
+    a, a_hit = chat_served(ready_cluster, PREFIX_A, "How do I check NPU health?")
+    assert a_hit == 0
 
     # The prefill engine published its blocks; the conductor indexed them for that instance only.
     hits = query_conductor(ready_cluster, PREFIX_A, "How do I check NPU health?")
-    full_blocks = a["prompt_tokens"] // BLOCK_SIZE * BLOCK_SIZE
-    assert hits[a["prefill_instance"]]["longest_matched"] == full_blocks > 4 * BLOCK_SIZE
-    assert hits[a["prefill_instance"]]["DP"] == {str(a["prefill_dp_rank"]): full_blocks}
-    assert all(h["longest_matched"] == 0 for iid, h in hits.items() if iid != a["prefill_instance"])
+    tokens = len(Tokenizer.render_chat([{"role": "system", "content": PREFIX_A},
+                                        {"role": "user", "content": "How do I check NPU health?"}]).encode())
+    full_blocks = tokens // BLOCK_SIZE * BLOCK_SIZE
+    assert hits[a[0]]["longest_matched"] == full_blocks > 4 * BLOCK_SIZE
+    assert hits[a[0]]["DP"] == {str(a[1]): full_blocks}
+    assert all(h["longest_matched"] == 0 for iid, h in hits.items() if iid != a[0])
 
-    # Same long prefix, other question: routed by the conductor's match to the same endpoint,
-    # where round robin would have moved on.
-    second = chat(ready_cluster, PREFIX_A, "And how do I reset one?").json()["motor_sim"]
-    assert (second["prefill_instance"], second["prefill_dp_rank"]) == (a["prefill_instance"], a["prefill_dp_rank"])
-    assert second["route"] == "kv_cache_affinity" and second["matched_tokens"] >= 4 * BLOCK_SIZE
+    # Same long prefix, other question: routed by the conductor's match to the same endpoint (a prefix-cache hit
+    # there), where round robin would have moved on.
+    second, second_hit = chat_served(ready_cluster, PREFIX_A, "And how do I reset one?")
+    assert second == a and second_hit >= 4 * BLOCK_SIZE
 
     # A cold prompt goes elsewhere (ties rotate), and its follow-up sticks to where it went.
-    b1 = chat(ready_cluster, PREFIX_B, "Log 1: fan replaced.").json()["motor_sim"]
-    b2 = chat(ready_cluster, PREFIX_B, "Log 2: firmware upgraded.").json()["motor_sim"]
-    assert b1["prefill_instance"] != a["prefill_instance"]
-    assert (b2["prefill_instance"], b2["prefill_dp_rank"]) == (b1["prefill_instance"], b1["prefill_dp_rank"])
+    b1, _ = chat_served(ready_cluster, PREFIX_B, "Log 1: fan replaced.")
+    b2, b2_hit = chat_served(ready_cluster, PREFIX_B, "Log 2: firmware upgraded.")
+    assert b1[0] != a[0]
+    assert b2 == b1 and b2_hit > 0
 
     # No subscription was dropped on the way (events lost during a reconnect are never replayed).
     _, conductor_log = simctl.host_exec(ready_cluster["h1"]["name"], "docker logs motor-kv-conductor 2>&1")

@@ -60,7 +60,7 @@ def test_plan_playbook_prints_table_and_writes_json(example_run):
         line = next(row for row in recap.splitlines() if row.startswith(host))
         assert "ok=0 " in line and "changed=0 " in line and "unreachable=0 " in line, line
     plan = json.loads(output.read_text(encoding="utf-8"))
-    assert oct(output.stat().st_mode & 0o777) == "0o640"
+    assert oct(output.stat().st_mode & 0o777) == "0o600"
     names = [c["name"] for c in plan["containers"]]
     assert names == ["mindie-motor-kv-pool", "mindie-motor-controller", "mindie-motor-coordinator",
                      "mindie-motor-kv-conductor", "mindie-motor-d0-0", "mindie-motor-p0-0"]

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.coerce import coerce_deploy_counts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import (
     describe,
     dict_or_none,
@@ -26,8 +27,11 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     DEPLOY_KEYS,
     ENGINE_SECTIONS,
     HARDWARE_NPUS,
+    NPU_GROUP,
+    NPU_GROUP_NAME,
     WEIGHT_MOUNT_PATH,
     job_id_problem,
+    splits_npu_group,
 )
 
 
@@ -48,7 +52,7 @@ def check_top_level(ctx, uc):
 def _check_hardware(ctx, deploy):
     path = "motor_deploy_config.hardware_type"
     value = str_or_none(ctx, deploy, "hardware_type", path, required=True,
-                        hint='add "hardware_type": "800I_A2" or "800I_A3"')
+                        hint='add "hardware_type": "800I_A2", "800I_A3" or an Atlas A5 type such as "350-Atlas-8"')
     if value is None or value in HARDWARE_NPUS:
         return value
     fixed = value.replace("-", "_")
@@ -56,7 +60,7 @@ def _check_hardware(ctx, deploy):
         hint = ("write '%s' with an underscore: the hyphen spelling '%s' is NodeManager's internal enum, "
                 "the deployer reads '800I_A2'/'800I_A3'" % (fixed, value))
     else:
-        hint = "use 800I_A2 with 8 NPUs per host or 800I_A3 with 16"
+        hint = "use one of %s" % ", ".join("%s (%d NPUs per host)" % item for item in HARDWARE_NPUS.items())
     ctx.error(path, "unsupported hardware_type %s" % describe(value), hint)
     return None
 
@@ -86,6 +90,13 @@ def check_deploy(ctx, uc):
         ctx.error("motor_deploy_config.deploy_mode", "unknown deploy_mode %s" % describe(mode),
                   "use one of %s" % ", ".join(DEPLOY_MODES))
     str_or_none(ctx, deploy, "image_name", "motor_deploy_config.image_name")
+    hetero = deploy.get("enable_pd_heterogeneous")
+    if hetero is not None and not isinstance(hetero, bool):
+        ctx.warn("motor_deploy_config.enable_pd_heterogeneous", "%s is not JSON true: PyMotor's deployer treats it "
+                 "as off, and so does the plan" % describe(hetero), "write true or false")
+    for key in ("pd_heterogeneous_label_key", "pd_heterogeneous_prefill_label_value",
+                "pd_heterogeneous_decode_label_value"):
+        str_or_none(ctx, deploy, key, "motor_deploy_config." + key)
     return deploy, hardware, job_id
 
 
@@ -135,6 +146,7 @@ def _check_counts(ctx, deploy, role, hardware):
     if deploy is None:
         return None, None, None
     count_key, pods_key, npus_key = DEPLOY_KEYS[role]
+    coerce_deploy_counts(ctx, deploy, DEPLOY_KEYS[role])
     count = int_in(ctx, deploy, count_key, "motor_deploy_config." + count_key, 1, INSTANCE_NUM_MAX,
                    hint="PyMotor allows 1..%d instances per role" % INSTANCE_NUM_MAX)
     pods = int_in(ctx, deploy, pods_key, "motor_deploy_config." + pods_key, 1,
@@ -142,7 +154,8 @@ def _check_counts(ctx, deploy, role, hardware):
     max_npus = HARDWARE_NPUS.get(hardware, 16)
     npus = int_in(ctx, deploy, npus_key, "motor_deploy_config." + npus_key, 1, max_npus,
                   hint="%s hosts have %d NPUs" % (hardware or "800I_A3", max_npus))
-    if hardware == "800I_A3" and npus is not None and npus > 1 and npus % 2:
-        ctx.warn("motor_deploy_config." + npus_key, "odd NPU count %d on 800I_A3" % npus,
-                 "A3 NPU dies come in pairs; use an even count")
+    if npus is not None and splits_npu_group(hardware, npus):
+        message = "%d NPUs per pod on %s splits a %s" % (npus, hardware, NPU_GROUP_NAME[hardware])
+        ctx.warn("motor_deploy_config." + npus_key, message, "%s NPUs come in groups of %d; use a count that fills "
+                 "whole groups or fits in one" % (hardware, NPU_GROUP[hardware]))
     return count, pods, npus

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import posixpath
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.coerce import coerce_engine_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import (
     MISSING,
     canonical_key,
@@ -31,6 +32,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema impor
     STORE_CONNECTORS,
     TRIGGER_CONNECTORS,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.sglang import check_sglang_engine
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS
 
 
@@ -61,9 +63,9 @@ def _check_engine_type(ctx, section, path):
         ctx.error(path + ".engine_type", "unknown engine_type %s" % describe(engine_type),
                   "use one of %s" % ", ".join(ENGINE_TYPES))
         return None
-    if engine_type != "vllm":
+    if engine_type not in ("vllm", "sglang"):
         ctx.warn(path + ".engine_type", "engine_type %s is not fully supported by this collection" % engine_type,
-                 "only vllm is tested end to end")
+                 "vllm and sglang are tested end to end")
     return engine_type
 
 
@@ -137,9 +139,14 @@ def check_engine(ctx, uc, role, deploy, hardware):
     if engine_config is None:
         return None
     engine_config = section["engine_config"] = _normalize_engine_keys(ctx, engine_config, ec_path)
+    coerce_engine_config(ctx, engine_config, ec_path, engine_type)
     weight_path = (deploy or {}).get("weight_mount_path")
-    name, model = _check_model(ctx, engine_config, ec_path, weight_path)
-    dp, tp, pp, dp_local = _check_parallel(ctx, engine_config, ec_path, pods, npus)
+    if engine_type == "sglang":
+        name, model, dp, tp, pp, dp_local = check_sglang_engine(
+            ctx, engine_config, ec_path, role, (pods, npus), weight_path)
+    else:
+        name, model = _check_model(ctx, engine_config, ec_path, weight_path)
+        dp, tp, pp, dp_local = _check_parallel(ctx, engine_config, ec_path, pods, npus)
     if role == "decode" and "kv_events_config" in engine_config:
         ctx.warn(ec_path + ".kv_events_config", "ignored on decode instances",
                  "only prefill (or union) engines publish KV events for the conductor")

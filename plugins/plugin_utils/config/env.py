@@ -17,8 +17,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema impor
 
 
 def _env_value(ctx, value, path):
-    if isinstance(value, bool):
-        return "true" if value else "false"
+    if isinstance(value, bool):  # PyMotor's generator exports a non-string as Python prints it: JSON true -> True
+        return "True" if value else "False"
     if isinstance(value, str):
         return value
     if is_int(value):

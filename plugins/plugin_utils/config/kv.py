@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.coerce import coerce_value
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import (
     MISSING,
     describe,
@@ -124,6 +125,7 @@ def _pool_ratios(ctx, pool, store_users):
     for key, default in MOONCAKE_DEFAULT_RATIOS.items():
         path = "kv_cache_pool_config." + key
         if key in pool:
+            coerce_value(ctx, pool, key, path, "float", "mooncake_master reads it (PyMotor passes it as an env string)")
             ratios[key] = _check_ratio(ctx, pool, key, path)
         elif store_users:
             ctx.error(path, "missing; required because %s uses %s" % store_users[0],
@@ -170,6 +172,8 @@ def check_kv_pool(ctx, uc, engines):
     if "kv_cache_pool_config" in uc:
         pool.setdefault("port", KV_POOL_PORT)
         pool.setdefault("default_kv_lease_ttl", KV_LEASE_TTL)
+    coerce_value(ctx, pool, "default_kv_lease_ttl", "kv_cache_pool_config.default_kv_lease_ttl", "int",
+                 "mooncake_master reads it (PyMotor passes it as an env string)")
     port = int_in(ctx, pool, "port", "kv_cache_pool_config.port", 1, 65535, default=KV_POOL_PORT)
     ttl = int_in(ctx, pool, "default_kv_lease_ttl", "kv_cache_pool_config.default_kv_lease_ttl", 1,
                  hint="milliseconds; must exceed the engines' ASCEND_CONNECT_TIMEOUT", default=KV_LEASE_TTL)

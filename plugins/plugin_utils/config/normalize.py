@@ -34,6 +34,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.kv import (
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.overrides import apply_overrides
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.ports import check_ports
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import VERSION
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.sglang import check_sglang_service
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import HARDWARE_NPUS, format_problem
 
 
@@ -86,19 +87,28 @@ def normalize(user_config, env_config=None, overrides=None):
     check_ports(ctx, uc, engines)
     kv_pool = check_kv_pool(ctx, uc, engines)
     affinity = check_scheduler(ctx, uc, mode)
-    events = check_kv_events(ctx, uc, engines) if affinity else None
+    sglang = check_sglang_service(ctx, uc, engines, affinity)
+    events = check_kv_events(ctx, uc, engines) if affinity and sglang is None else None
     kv_conductor = check_kv_conductor(ctx, uc, affinity, kv_pool)
     if events is not None:
         derive_prefill_kv_event_config(ctx, uc, events, kv_conductor)
     env_config_out = normalize_env(ctx, env_config)
     lead = engines.get("union") or engines.get("prefill") or {}
     automatic = {"ENGINE_TYPE": lead.get("engine_type"), "MODEL_NAME": lead.get("served_model_name"),
-                 "SERVICE_ID": deploy_info[2]}
+                 "SERVICE_ID": deploy_info[2],
+                 # PyMotor's generator: north_config.name, printed as None when unset
+                 "NORTH_PLATFORM": str((uc.get("north_config") or {}).get("name")
+                                       if isinstance(uc.get("north_config"), dict) else None)}
     env = role_env(ctx, env_config_out, {key: value for key, value in automatic.items() if value is not None})
     if ctx.errors:
         raise MotorConfigError(ctx.errors, ctx.warnings)
-    return _build_output(uc, mode, deploy_info, engines, affinity, events and events["summary"], kv_pool,
-                         kv_conductor, (env, env_config_out), ctx)
+    output = _build_output(uc, mode, deploy_info, engines, affinity, events and events["summary"], kv_pool,
+                           kv_conductor, (env, env_config_out), ctx)
+    if sglang is not None:
+        mf_store = dict(env["common"], **env_config_out.get("motor_mf_store_env", {}))
+        output["env"]["mf_store"] = dict(sorted(mf_store.items()))
+        output["sglang"] = sglang  # only SGLang configs carry it: the vLLM goldens stay as they are
+    return output
 
 
 def config_summary(config: dict) -> list:

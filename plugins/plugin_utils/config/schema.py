@@ -64,7 +64,8 @@ HYBRID_KEYS = DEPLOY_KEYS["union"]
 DEPLOY_CONFIG_KEYS = SEPARATION_KEYS + HYBRID_KEYS + (
     "image_name", "job_id", "hardware_type", "weight_mount_path", "deploy_mode", "tls_config",
     "e_instances_num", "single_e_instance_pod_num", "e_pod_npu_num",
-    "enable_pd_heterogeneous", "pd_heterogeneous_label_key", "engine_topology",
+    "enable_pd_heterogeneous", "pd_heterogeneous_label_key", "pd_heterogeneous_prefill_label_value",
+    "pd_heterogeneous_decode_label_value", "engine_topology",
 )
 
 

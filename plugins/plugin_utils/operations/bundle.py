@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document
@@ -16,13 +17,15 @@ def _text(result: dict, *keys) -> str:
 
 
 def host_files(read: dict, config_root: str) -> list:
-    """``read``: the registered results ``logs`` (a loop of docker logs over the job's containers), ``configs`` (a
-    loop of slurp over the rendered configs), ``npu_smi`` and ``docker_info`` (commands). Returns the files of the
-    host's part of the bundle, ``{path, text}``, secrets masked."""
+    """``read``: the registered results ``job`` (pymotor.ascend.motor_job_info with logs and engine_info: the log
+    tails of the job's containers and the engine's information), ``configs`` (a loop of slurp over the rendered
+    configs) and ``npu_smi`` (a command). Returns the files of the host's part of the bundle, ``{path, text}``,
+    secrets masked."""
     files = []
-    for result in (read.get("logs") or {}).get("results") or []:
-        name = re.sub(r"^/", "", ((result.get("item") or {}).get("Names") or [""])[0])
-        files.append({"path": "logs/%s.log" % name, "text": _text(result, "stdout") + "\n" + _text(result, "stderr")})
+    job = read.get("job") or {}
+    for entry in job.get("logs") or []:
+        name = re.sub(r"^/", "", str(entry.get("name") or entry.get("id") or "unknown"))
+        files.append({"path": "logs/%s.log" % name, "text": _text(entry, "stdout") + "\n" + _text(entry, "stderr")})
     root = re.escape(str(config_root).rstrip("/"))
     for result in (read.get("configs") or {}).get("results") or []:
         path = re.sub("^%s/?" % root, "", str((result.get("item") or {}).get("path") or ""))
@@ -30,5 +33,7 @@ def host_files(read: dict, config_root: str) -> list:
         files.append({"path": "configs/" + path, "text": text})
     npu = read.get("npu_smi") or {}
     files.append({"path": "npu-smi-info.txt", "text": _text(npu, "stdout") + (_text(npu, "stderr") or _text(npu, "msg"))})
-    files.append({"path": "docker-info.txt", "text": _text(read.get("docker_info"), "stdout", "stderr")})
+    engine = job.get("engine") or {}
+    docker_info = json.dumps(engine, indent=2, sort_keys=True) + "\n" if engine else _text(job, "msg")
+    files.append({"path": "docker-info.txt", "text": docker_info})
     return [{"path": f["path"], "text": mask_document(f["text"])} for f in files]

@@ -12,7 +12,7 @@ import re
 MASK = "********"
 
 
-SECRET_KEY_RE = re.compile(r"(api[_-]?key|password|passwd|secret|token|private[_-]?key|credential|"
+SECRET_KEY_RE = re.compile(r"(api[_-]?key|password|passwd|secret|token|private[_-]?key|credential|bearer|authorization|"
                            r"(tls|ssl)[_-]?(key|cert_key|key_file|keyfile)|key_file|keyfile)", re.IGNORECASE)
 
 
@@ -21,10 +21,11 @@ NOT_SECRET_KEY_RE = re.compile(r"(max_tokens|_tokens$|tokens_|token_ids|tokenize
                                r"max_num_batched_tokens|block_size)", re.IGNORECASE)
 
 
-_TEXT_SECRET_RE = re.compile(
-    r"""(?P<key>["']?[A-Za-z0-9_.-]*(?:api[_-]?key|password|passwd|secret|private[_-]?key|access[_-]?token|"""
-    r"""auth[_-]?token|bearer)[A-Za-z0-9_.-]*["']?\s*[:=]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,}\]]+)""",
-    re.IGNORECASE)
+# ``key: value`` / ``key=value`` / ``"key": "value"`` / ``export KEY="value"`` in free text whose key holds a word of
+# SECRET_KEY_RE; masked when is_secret_key says so - the one rule for structures and text.
+_TEXT_PAIR_RE = re.compile(
+    r"""(?P<key>(?P<quote>["']?)(?P<name>[A-Za-z0-9_.-]*(?:%s)[A-Za-z0-9_.-]*)(?P=quote)\s*[:=]\s*(?:[Bb]earer\s+)?)"""
+    r"""(?P<value>"[^"]*"|'[^']*'|[^\s,}\]]+)""" % SECRET_KEY_RE.pattern, re.IGNORECASE)
 
 
 def is_secret_key(key) -> bool:
@@ -52,10 +53,12 @@ def mask_secrets(value, mask: str = MASK):
 def mask_text(text: str, mask: str = MASK) -> str:
     """Mask ``key: value`` / ``key=value`` / ``"key": "value"`` pairs with a secret-looking key in free text."""
     def repl(match):
+        if not is_secret_key(match.group("name")):
+            return match.group(0)
         value = match.group("value")
         quote = value[0] if value[:1] in ("'", '"') else ""
         return match.group("key") + quote + mask + quote
-    return _TEXT_SECRET_RE.sub(repl, str(text))
+    return _TEXT_PAIR_RE.sub(repl, str(text))
 
 
 def mask_document(text: str, mask: str = MASK) -> str:

@@ -7,20 +7,22 @@ from __future__ import annotations
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import missing_endpoints, status_ok
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.affinity import affinity_report, prefix_line
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
 
 
 def http_results(results) -> dict:
     """A ``uri`` loop's ``results`` -> ``{key: {status, json}}``; key = the item's ``name``, or for an item
-    ``[container, endpoint]`` (``subelements('endpoints')``) ``<container name>/<dp_rank>``."""
+    ``[container, endpoint]`` (``subelements('endpoints')``) ``<container name>/<dp_rank>``, for an item of
+    ``dict2items`` its ``key``."""
     out = {}
     for result in results or []:
         item = result.get("item")
         if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], dict):
             key = f"{item[0].get('name')}/{(item[1] or {}).get('dp_rank')}"
         elif isinstance(item, dict):
-            key = str(item.get("name"))
+            key = str(item.get("name", item.get("key")))
         else:
             key = str(item)
         body = result.get("json")
@@ -88,8 +90,10 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
         listed = {s.get("Endpoint") for s in services if isinstance(s, dict)}
         found = sum(min(e["need"], len([u for u in e["of"] if u in listed])) for e in expected)
         missing = missing_endpoints(raw.get("services") or {}, expected)
-        checks.append(_check("conductor lists every prefill DP rank", "kv_conductor", not missing,
-                             f"{found}/{total} registered" + (f", missing {'; '.join(missing)}" if missing else "")))
+        detail = (f"conductor /services unreadable ({raw['services_error']}): is the KV conductor running?"
+                  if raw.get("services_error") else
+                  f"{found}/{total} registered" + (f", missing {'; '.join(missing)}" if missing else ""))
+        checks.append(_check("conductor lists every prefill DP rank", "kv_conductor", not missing, detail))
 
     inference = raw.get("inference") or {}
     checks.append(_check("inference request succeeds", "coordinator", inference.get("status") == 200,
@@ -110,40 +114,26 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
                              probe.get("error") or f"{stored} BlockStored from {total} publishing rank(s), "
                              f"{errors} undecodable message(s)"))
     if plan.get("affinity") and probe:
-        affinity = affinity_summary(probe)
-        checks.append(_check("affinity: shared-prefix prompts on one prefill instance", "coordinator",
-                             affinity["shared_ok"] == affinity["shared_total"] > 0
-                             and affinity["fraction"] >= min_affinity,
-                             f"{affinity['fraction'] * 100:.0f}% of {affinity['shared_total']} on "
-                             f"{affinity['target']} ({affinity['unrelated_ok']}/{affinity['unrelated_total']} "
-                             f"unrelated ok)"))
-        if affinity["longest_matched"] is not None:
-            series = affinity["longest_matched"]
-            checks.append(_check("affinity: /query longest_matched grows", "kv_conductor",
-                                 len(series) > 1 and series[-1] > series[0] and series[-1] > 0,
-                                 " -> ".join(str(v) for v in series)))
+        affinity = affinity_report(probe, raw.get("services"), expected, min_affinity)
+        for prefix in affinity["prefixes"]:
+            checks.append(_check("affinity: repeats of a shared prefix go to the instance holding it",
+                                 prefix["name"], prefix["verdict"] == "ok", prefix_line(prefix)))
+        checks.append(_check("affinity: fraction of repeats served with the cached prefix", "coordinator",
+                             affinity["passed"],
+                             "%.0f%% of %d repeats on the holder (tokens: %s)%s" % (
+                                 affinity["fraction"] * 100, affinity["repeats"],
+                                 affinity["tokens"].get("source") or "unavailable",
+                                 ("; " + "; ".join(affinity["reasons"][:2])) if affinity["reasons"] else "")))
+        unrelated = probe.get("unrelated") or []
+        checks.append(_check("unrelated requests succeed", "coordinator",
+                             all(r.get("status") == 200 for r in unrelated),
+                             "%d/%d HTTP 200" % (len([r for r in unrelated if r.get("status") == 200]), len(unrelated))))
     kv_format = raw.get("kv_format")
     if kv_format:
         checks.append(_check("KV event format readable by the conductor", "engine image",
                              kv_format.get("compatible") is not False, kv_format.get("reason", "")))
     return {"job_id": plan.get("job_id"), "passed": all(c["ok"] for c in checks), "checks": checks,
             "containers": containers, "affinity": affinity, "kv_events": kv_events, "kv_format": kv_format}
-
-
-def affinity_summary(probe: dict) -> dict:
-    """From the probe's ``shared`` / ``unrelated`` request lists: fraction on the most common prefill target."""
-    shared = probe.get("shared") or []
-    unrelated = probe.get("unrelated") or []
-    targets = [r.get("target") for r in shared if r.get("status") == 200 and r.get("target")]
-    best, count = None, 0
-    for target in sorted(set(targets)):
-        if targets.count(target) > count:
-            best, count = target, targets.count(target)
-    total = len(shared)
-    return {"shared_total": total, "shared_ok": len([r for r in shared if r.get("status") == 200]),
-            "unrelated_total": len(unrelated), "unrelated_ok": len([r for r in unrelated if r.get("status") == 200]),
-            "target": best, "fraction": (count / total) if total else 0.0,
-            "targets": targets, "longest_matched": probe.get("longest_matched")}
 
 
 VERIFY_COLUMNS = [("result", "RESULT"), ("check", "CHECK"), ("target", "TARGET"), ("detail", "DETAIL")]

@@ -28,6 +28,7 @@ ENV_SECTION = {
     "union": "motor_engine_union_env",
     "kv_pool": "motor_kv_cache_pool_env",
     "kv_conductor": "motor_kv_conductor_env",
+    "mf_store": "motor_mf_store_env",
 }
 
 
@@ -40,14 +41,27 @@ CONTROL_SHM_SIZE = "1g"
 MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 
 
-# environment variables the plan sets itself (env.json cannot override them)
+# environment variables the plan sets itself (env.json cannot override them: they are left out of the shell functions)
 WIRING_ENV = (
     "ROLE", "JOB_NAME", "POD_IP", "HOST_IP", "CONTROLLER_SERVICE", "COORDINATOR_SERVICE",
     "KV_CONDUCTOR_SERVICE", "KVP_MASTER_SERVICE", "KV_POOL_PORT", "KV_POOL_EVICTION_HIGH_WATERMARK_RATIO",
     "KV_POOL_EVICTION_RATIO", "DEFAULT_KV_LEASE_TTL", "CONFIGMAP_PATH", "CONFIG_PATH",
-    "ASCEND_RUNTIME_OPTIONS", "HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
-    "HCCL_SOCKET_IFNAME", "PYTHONHASHSEED",
+    "ASCEND_RUNTIME_OPTIONS", "ASCEND_MF_STORE_URL", "ASCEND_MF_STORE_PORT", "ASCEND_MF_TRANSFER_PROTOCOL",
+    "SGLANG_HOST_IP", "DISAGGREGATION_BOOTSTRAP_PORT",
 )
+
+
+# the set_*_env functions PyMotor's generator writes (lib/utils.py set_env_to_shell) -> the role whose env they export
+# (common + the role's env.json section; union falls back to the prefill section, as in PyMotor)
+SHELL_FUNCTIONS = {
+    "set_common_env": "common", "set_controller_env": "controller", "set_coordinator_env": "coordinator",
+    "set_prefill_env": "prefill", "set_decode_env": "decode", "set_union_env": "union", "set_encode_env": "encode",
+    "set_kv_pool_env": "kv_pool", "set_kv_conductor_env": "kv_conductor", "set_mf_store_env": "mf_store",
+}
+
+
+# where the image keeps PyMotor's deployer tree (startup/, lib/, patch/): the real mooncake_config.py imports lib.utils
+IMAGE_DEPLOYER_DIR = "/tmp/motor/examples/deployer"
 
 
 class ContainerBuilder:
@@ -95,7 +109,29 @@ class ContainerBuilder:
                     pkec["http_server_port"] = ports["kv_conductor"]
         return uc
 
+    def shell_env(self):
+        """{set_*_env: env} of the job: the bodies of the functions injected into the startup scripts (the same in
+        every config directory, like PyMotor's one ConfigMap); the variables the plan wires are left out."""
+        env_all = self.config.get("env") or {}
+        common = env_all.get("common") or {}
+        encode = dict(common)
+        encode.update((self.config.get("env_config") or {}).get("motor_engine_encode_env") or {})
+        out = {}
+        for function, role in SHELL_FUNCTIONS.items():
+            if role == "mf_store" and "mf_store" not in self.control:
+                continue  # only SGLang jobs start the memfabric store (and only then is mf_store.sh needed)
+            body = encode if role == "encode" else (env_all.get(role) or common)
+            out[function] = {k: env_str(v) for k, v in sorted(body.items()) if k not in WIRING_ENV}
+        # the real kv_conductor.sh runs $CONFIGMAP_PATH/mooncake_config.py, which imports lib.utils from two
+        # directories up (not in a config directory, nor in PyMotor's own ConfigMap): the image's deployer tree has it
+        conductor = out["set_kv_conductor_env"]
+        own = conductor.get("PYTHONPATH")
+        conductor["PYTHONPATH"] = IMAGE_DEPLOYER_DIR + (":" + own if own else "${PYTHONPATH:+:$PYTHONPATH}")
+        return out
+
     def _env(self, role, host, name, job_name, extra):
+        """The container (Docker) environment: what PyMotor's pod templates set; env.json reaches the container
+        through the shell functions only (which run later, so an env.json NIC or PYTHONHASHSEED value wins)."""
         env_all = self.config.get("env") or {}
         env = {k: env_str(v) for k, v in (env_all.get(role) or env_all.get("common") or {}).items()}
         ctrl_ip = self.control["controller"].ip
@@ -116,6 +152,8 @@ class ContainerBuilder:
             "HCCL_SOCKET_IFNAME": host.nic,
         }
         wiring.update(extra)
+        overridable = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "PYTHONHASHSEED")
+        defaults = {key: wiring.pop(key) for key in overridable if key in wiring}
         env_config = self.config.get("env_config") or {}
         sections = [ENV_SECTION[role]] + (["motor_engine_prefill_env"] if role == "union" else []) + ["motor_common_env"]
         for key, value in wiring.items():
@@ -126,8 +164,8 @@ class ContainerBuilder:
                 if msg not in self._env_warned:
                     self._env_warned.add(msg)
                     self.warnings.append(msg)
-        env.update(wiring)
-        return {k: env[k] for k in sorted(env)}
+        defaults.update(wiring)
+        return {k: defaults[k] for k in sorted(defaults)}
 
     def build_containers(self):
         # serialised once, parsed once per container: every container owns its copy
@@ -186,6 +224,11 @@ class ContainerBuilder:
         engine_extra = {"KVP_MASTER_SERVICE": pool_ip, "PYTHONHASHSEED": "0"} if pool_ip else {}
         for pod in self.pods:
             self.containers.append(self._engine_container(pod, shared, managers, engine_extra, ipc_host))
+        shell_env = self.shell_env()
+        for cont in self.containers:
+            cont["shell_env"] = shell_env
+            # PyMotor's deployer makes boot.sh patch vLLM's MultiConnector when the KV pool and the conductor are on
+            cont["kv_patch"] = bool(pool_ip and conductor_ip) and cont["tier"] == TIER_ENGINE
         self.containers.sort(key=lambda c: (c["tier"], natural_key(c["name"])))
 
     def _engine_container(self, pod, shared, managers, extra, ipc_mode):

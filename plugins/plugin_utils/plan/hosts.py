@@ -25,7 +25,8 @@ NIC_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
 
 # The per-host inventory variables the plan reads (see the module docstring).
-HOST_VARS = ("motor_host_ip", "motor_nic", "motor_npu_ids", "motor_reserved_ports", "motor_hardware_type")
+HOST_VARS = ("motor_host_ip", "motor_nic", "motor_npu_ids", "motor_reserved_ports", "motor_hardware_type",
+             "motor_host_labels")
 
 
 def misspelt_host_vars(names) -> list:
@@ -86,7 +87,7 @@ def merge_ranges(ranges):
 
 class Host:
     __slots__ = ("name", "index", "ip", "nic", "hw", "npu_ids", "free", "reserved", "reserved_lo",
-                 "engine", "control", "ports", "event_ranks")
+                 "engine", "control", "ports", "event_ranks", "labels")
 
     def __init__(self, name, index):
         self.name = name
@@ -102,6 +103,7 @@ class Host:
         self.control = False
         self.ports = {}
         self.event_ranks = set()
+        self.labels = {}
 
     # ports -----------------------------------------------------------------------------------
     def blocker(self, start, length):
@@ -222,7 +224,7 @@ def parse_hosts(hosts, hw_default, problems, warnings):
             hw = hw_default
         if hw not in HARDWARE_NPUS:
             problems.append(Problem(f"{path}.motor_hardware_type", f"{hw!r} is not supported",
-                                    "use " + " or ".join(sorted(HARDWARE_NPUS))))
+                                    "use one of " + ", ".join(HARDWARE_NPUS)))
             hw = hw_default
         host.hw = hw
         max_npus = HARDWARE_NPUS.get(hw, 16)
@@ -246,6 +248,14 @@ def parse_hosts(hosts, hw_default, problems, warnings):
             ranges = parse_int_list(raw_res, f"{path}.motor_reserved_ports", "ports", problems, 1, PORT_MAX)
             host.reserved = merge_ranges(ranges or [])
             host.reserved_lo = [rng[0] for rng in host.reserved]
+        # labels (the Kubernetes node labels of PyMotor's deployer, e.g. card_type for PD heterogeneous placement)
+        labels = hvars.get("motor_host_labels")
+        if labels not in (None, "", {}):
+            if not isinstance(labels, dict) or not all(isinstance(v, (str, int)) for v in labels.values()):
+                problems.append(Problem(f"{path}.motor_host_labels", f"must map label names to values, got {kind(labels)}",
+                                        "e.g. {card_type: Ascend950PR}"))
+            else:
+                host.labels = {str(k): str(v) for k, v in labels.items()}
         for name, meant in misspelt_host_vars(hvars.get("motor_var_names")):
             problems.append(Problem(f"{path}.{name}", "is not a host variable of the plan, so it would be ignored",
                                     f"did you mean {meant}? (the plan reads {', '.join(HOST_VARS)})"))

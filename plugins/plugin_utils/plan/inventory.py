@@ -33,6 +33,7 @@ def host_view(hostvars: dict) -> dict:
         "motor_npu_ids": hostvars.get("motor_npu_ids"),
         "motor_reserved_ports": hostvars.get("motor_reserved_ports") if "motor_reserved_ports" in hostvars else [],
         "motor_hardware_type": hostvars.get("motor_hardware_type"),
+        "motor_host_labels": hostvars.get("motor_host_labels"),
         "motor_var_names": [name for name in hostvars if str(name).startswith("motor_")],
         "group_names": list(hostvars.get("group_names") or []),
     }

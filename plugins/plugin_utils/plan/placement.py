@@ -10,7 +10,11 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     DEPLOY_KEYS,
     ENGINE_GROUP,
     Problem,
+    PD_HETEROGENEOUS_LABEL_KEY,
+    PD_HETEROGENEOUS_VALUE_KEYS,
+    PD_HETEROGENEOUS_VALUES,
     ROLE_LETTER,
+    npu_align,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import as_int
 
@@ -18,7 +22,33 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import 
 class Placement:
     """Engine pods on hosts and NPUs (first fit, sticky where ``previous`` allows), control plane on control hosts."""
 
+    def heterogeneous_labels(self):
+        """{role: (label key, value)} when enable_pd_heterogeneous is JSON true (PyMotor's deployer reads it so),
+        with PyMotor's defaults card_type / Ascend950PR / Ascend950DT; else {}."""
+        deploy = self.user_config.get("motor_deploy_config")
+        if not isinstance(deploy, dict) or deploy.get("enable_pd_heterogeneous") is not True:
+            return {}
+        key = deploy.get("pd_heterogeneous_label_key") or PD_HETEROGENEOUS_LABEL_KEY
+        return {role: (key, deploy.get(PD_HETEROGENEOUS_VALUE_KEYS[role]) or value)
+                for role, value in PD_HETEROGENEOUS_VALUES.items()}
+
+    def split_engine_hosts(self):
+        """The engine hosts each role may use: all of them, or the hosts labelled for it (motor_host_labels)."""
+        labels = self.heterogeneous_labels()
+        self.role_hosts = {}
+        for role in self.engines:
+            if role in labels:
+                key, value = labels[role]
+                self.role_hosts[role] = [h for h in self.engine_hosts if h.labels.get(key) == value]
+            else:
+                self.role_hosts[role] = list(self.engine_hosts)
+
+    def label_note(self, role):
+        label = self.heterogeneous_labels().get(role)
+        return f" labelled {label[0]}={label[1]} (motor_host_labels)" if label else ""
+
     def place_engines(self):
+        self.split_engine_hosts()
         need = {role: spec["count"] * spec["pods"] * spec["npus"] for role, spec in self.engines.items()}
         total_need = sum(need.values())
         available = sum(len(h.npu_ids) for h in self.engine_hosts)
@@ -28,11 +58,11 @@ class Placement:
             return
         for role, spec in self.engines.items():
             keys = DEPLOY_KEYS[role]
-            if spec["pods"] > len(self.engine_hosts):
+            if spec["pods"] > len(self.role_hosts[role]):
                 self.problems.append(Problem(
                     f"motor_deploy_config.{keys[1]}",
                     f"each {role} instance needs {spec['pods']} pods on distinct hosts, "
-                    f"but only {len(self.engine_hosts)} {self.hw} engine hosts exist",
+                    f"but only {len(self.role_hosts[role])} {self.hw} engine hosts{self.label_note(role)} exist",
                     f"add engine hosts or use fewer pods with more NPUs each{self._availability()}"))
         if total_need > available and not self.problems:
             self.problems.append(Problem("motor_deploy_config", self._shortage_message(total_need, available),
@@ -73,9 +103,10 @@ class Placement:
 
     def _place_instance(self, role, spec, inst, nxt):
         count = spec["npus"]
-        align = 2 if self.hw == "800I_A3" and count % 2 == 0 else 1
-        n_hosts = len(self.engine_hosts)
-        skip = nxt.setdefault(count, list(range(n_hosts + 1)))
+        align = npu_align(self.hw, count)
+        role_hosts = self.role_hosts[role]
+        n_hosts = len(role_hosts)
+        skip = nxt.setdefault((count, role), list(range(n_hosts + 1)))
 
         def find(i):
             root = i
@@ -98,7 +129,7 @@ class Placement:
             idx = find(resume if conflict_min is None else min(resume, conflict_min))
             found = None
             while idx < n_hosts:
-                host = self.engine_hosts[idx]
+                host = role_hosts[idx]
                 start = host.find_block(count, align)
                 if start is None:
                     skip[idx] = idx + 1  # never fits this size again: NPUs are only ever taken
@@ -166,10 +197,10 @@ class Placement:
         """Reserve, before any first fit, every instance whose pods can all stay where ``previous`` puts them."""
         if not self.previous:
             return
-        engine_hosts = {h.name: h for h in self.engine_hosts}
         for role, spec in self.engines.items():
+            engine_hosts = {h.name: h for h in self.role_hosts[role]}
             count = spec["npus"]
-            align = 2 if self.hw == "800I_A3" and count % 2 == 0 else 1
+            align = npu_align(self.hw, count)
             publishing = role == self.events_role
             for inst in range(spec["count"]):
                 slots = []

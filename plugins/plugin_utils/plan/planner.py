@@ -17,6 +17,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     DEPLOY_KEYS,
     HARDWARE_NPUS,
     KV_EVENTS_PORT,
+    NPU_GROUP,
+    NPU_GROUP_NAME,
     PLANNED_ENGINE_ROLES,
     PORT_MAX,
     PORT_MIN,
@@ -24,6 +26,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     ProblemsError,
     ROLE_LETTER,
     job_id_problem,
+    splits_npu_group,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.containers import ContainerBuilder
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import (
@@ -38,6 +41,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hosts import parse_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.placement import Placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.ports import PortAssignment
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.sglang import SGLangPlan
 
 
 class MotorPlanError(ProblemsError):
@@ -83,7 +87,7 @@ def placement_of(plan: dict) -> dict[str, dict]:
     }
 
 
-class Planner(Placement, PortAssignment, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
+class Planner(SGLangPlan, Placement, PortAssignment, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
     """One plan: check the config, parse the hosts, place, assign ports, build the containers, check the result."""
 
     def __init__(self, config, hosts, previous=None, config_root=CONFIG_ROOT):
@@ -140,7 +144,7 @@ class Planner(Placement, PortAssignment, ContainerBuilder):  # pylint: disable=t
         if hw not in HARDWARE_NPUS:
             self.problems.append(Problem("motor_deploy_config.hardware_type",
                                          f"{hw!r} is not supported by the bare-metal planner",
-                                         "use " + " or ".join(sorted(HARDWARE_NPUS))))
+                                         "use one of " + ", ".join(HARDWARE_NPUS)))
         bad_job_id = job_id_problem(cfg.get("job_id"))
         if bad_job_id is not None:
             self.problems.append(bad_job_id)
@@ -163,15 +167,17 @@ class Planner(Placement, PortAssignment, ContainerBuilder):  # pylint: disable=t
             self.problems.append(Problem(f"motor_deploy_config.{keys[2]}",
                                          f"{spec['npus']} NPUs per pod do not fit on one {self.config['hardware_type']} host ({max_npus} NPUs)",
                                          "use more pods per instance with fewer NPUs each"))
-        if self.config["hardware_type"] == "800I_A3" and spec["npus"] > 1 and spec["npus"] % 2:
+        hw = self.config["hardware_type"]
+        if splits_npu_group(hw, spec["npus"]):
             self.warnings.append(str(Problem(f"motor_deploy_config.{keys[2]}",
-                                             f"{spec['npus']} NPUs per pod on 800I_A3 splits a die pair",
-                                             "use 1 or an even count")))
+                                             f"{spec['npus']} NPUs per pod on {hw} splits a {NPU_GROUP_NAME[hw]}",
+                                             f"use a count that fills whole groups of {NPU_GROUP[hw]} or fits in one")))
         dp = as_int(eng.get("dp")) or 1
         dpl = as_int(eng.get("dp_local_per_pod")) or max(1, dp // spec["pods"])
         spec["dp"] = dp
         spec["dpl"] = dpl
         spec["section"] = eng.get("section") or f"motor_engine_{role}_config"
+        self._sglang_spec(spec, eng)
         section = obj(self.config["user_config"].get(spec["section"]))
         engine_config = obj(section.get("engine_config"))
         spec["events"] = self._events_of(engine_config)

@@ -18,7 +18,7 @@ and the work each host and the controller do after it (pure, no I/O; the action 
   its starts per host and its readiness checks; ``containers``: name, host and role of every planned container
   (no user_config: the rescue of a readiness wait picks the log tails from it); ``states``: the state of every
   container of the job as the discovery read it (the summary's starting point);
-- ``conductor_url``: the KV conductor's management URL (drain).
+- ``conductor_url``: the KV conductor's management URL (drain; the Mooncake conductor serves plain http only).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import hash_parts
@@ -40,12 +41,14 @@ def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: d
     return {"problems": judged["problems"], "parts": hash_parts(plan, judged), "hosts": judged["hosts"]}
 
 
-def _service_urls(plan: dict) -> tuple:
-    coordinator = plan.get("coordinator") or {}
-    conductor = plan.get("kv_conductor") or {}
-    coordinator_url = "http://%s:%s" % (coordinator.get("ip"), coordinator.get("mgmt_port"))
-    conductor_url = "http://%s:%s" % (conductor.get("ip"), conductor.get("port")) if conductor else ""
-    return coordinator_url, conductor_url
+def _check(name, until, tgt, timeout, waiting_for, endpoints=None) -> dict:
+    """One motor_wait check of a target (``service_targets``): its URL and TLS files."""
+    check = {"name": name, "until": until, "url": tgt["url"], "timeout": int(timeout), "waiting_for": list(waiting_for)}
+    if tgt.get("tls"):
+        check["tls"] = {k: tgt["tls"][k] for k in ("ca_file", "cert_file", "key_file")}
+    if endpoints is not None:
+        check["endpoints"] = endpoints
+    return check
 
 
 def tracks_ranks(plan: dict) -> bool:
@@ -53,42 +56,41 @@ def tracks_ranks(plan: dict) -> bool:
     return bool(plan.get("affinity") and plan.get("kv_conductor") and plan.get("kv_events"))
 
 
+def _services(targets: dict) -> dict:
+    return dict(targets["conductor"], url=targets["conductor"]["url"] + "/services")
+
+
 def readiness_checks(plan: dict, timeouts: dict) -> list:
     """The motor_wait checks of a deploy: the controller answers, the coordinator is ready, the KV conductor lists
-    every publishing DP rank; ``timeouts``: ``ready`` and ``port`` (seconds)."""
-    coordinator_url, conductor_url = _service_urls(plan)
-    controller = plan.get("controller") or {}
+    every publishing DP rank; ``timeouts``: ``ready`` and ``port`` (seconds). https with the CA / client cert / key
+    of the tls_config section that covers a port (``service_targets``)."""
+    targets = service_targets(plan)
     checks = [
-        {"name": "the controller port answers", "until": "answers",
-         "url": "http://%s:%s/readiness" % (controller.get("ip"), controller.get("api_port")),
-         "timeout": int(timeouts["port"]), "waiting_for": ["controller", "coordinator"]},
-        {"name": "the coordinator reports ready (instances assembled; model loading can take long)", "until": "ready",
-         "url": coordinator_url + "/readiness", "timeout": int(timeouts["ready"]),
-         "waiting_for": ["coordinator", "controller", "prefill", "decode", "union"]},
+        _check("the controller port answers", "answers", targets["controller"], timeouts["port"],
+               ["controller", "coordinator"]),
+        _check("the coordinator reports ready (instances assembled; model loading can take long)", "ready",
+               targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"]),
     ]
     if tracks_ranks(plan):
-        checks.append({"name": "the KV conductor lists every prefill/union DP rank", "until": "endpoints",
-                       "url": conductor_url + "/services",
-                       "endpoints": expected_kv_endpoints(plan),
-                       "timeout": int(timeouts["ready"]), "waiting_for": ["kv_conductor", "coordinator", "prefill", "union"]})
+        checks.append(_check("the KV conductor lists every prefill/union DP rank", "endpoints", _services(targets),
+                             timeouts["ready"], ["kv_conductor", "coordinator", "prefill", "union"],
+                             endpoints=expected_kv_endpoints(plan)))
     return checks
 
 
 def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -> list:
     """The motor_wait checks after one engine instance of a rolling restart: its node managers report normal, the
     KV conductor lists its DP ranks, the coordinator is ready."""
-    coordinator_url, conductor_url = _service_urls(plan)
-    checks = [{"name": "the node manager of %s reports normal" % c["name"], "until": "status_ok",
-               "url": "http://%s:%s/node-manager/status" % (c["ip"], c["port_map"]["node_manager"]),
-               "timeout": int(timeouts["ready"]), "waiting_for": [c["role"]]} for c in members]
+    targets = service_targets(plan)
+    checks = [_check("the node manager of %s reports normal" % c["name"], "status_ok",
+                     targets["node_managers"][c["name"]], timeouts["ready"], [c["role"]]) for c in members]
     if tracks_ranks(plan):
         names = [c["name"] for c in members]
-        checks.append({"name": "the KV conductor lists the DP ranks of %s" % instance["job_name"], "until": "endpoints",
-                       "url": conductor_url + "/services",
-                       "endpoints": [e for e in expected_kv_endpoints(plan) if e["container"] in names],
-                       "timeout": int(timeouts["ready"]), "waiting_for": ["kv_conductor"]})
-    checks.append({"name": "the coordinator reports ready", "until": "ready", "url": coordinator_url + "/readiness",
-                   "timeout": int(timeouts["ready"]), "waiting_for": ["coordinator"]})
+        checks.append(_check("the KV conductor lists the DP ranks of %s" % instance["job_name"], "endpoints",
+                             _services(targets), timeouts["ready"], ["kv_conductor"],
+                             endpoints=[e for e in expected_kv_endpoints(plan) if e["container"] in names]))
+    checks.append(_check("the coordinator reports ready", "ready", targets["coordinator"], timeouts["ready"],
+                         ["coordinator"]))
     return checks
 
 
@@ -185,7 +187,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     steps = tier_steps(plan)
     timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"]}
     startup = {"cache": options["startup_cache"], "in_image": options["startup_in_image"]}
-    _coordinator_url, conductor_url = _service_urls(plan)
+    conductor = service_targets(plan)["conductor"]
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps),
@@ -193,6 +195,6 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
-        "conductor_url": conductor_url,
+        "conductor_url": conductor["url"] if conductor else "",
     })
     return decision

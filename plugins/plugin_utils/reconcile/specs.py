@@ -17,11 +17,23 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     PORTS_LABEL,
     ROLE_LABEL,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
 
 
+def split_env(env: dict) -> tuple[dict, dict]:
+    """(plain, secret): the variables of ``env``, those under a secret-looking name (the masking rule of
+    operations/secrets.py) apart - the modules take them in a no_log option, so no log, result nor -vvv
+    invocation shows them, while the plain ones stay readable."""
+    plain, secret = {}, {}
+    for key, value in (env or {}).items():
+        (secret if is_secret_key(key) else plain)[key] = value
+    return plain, secret
+
+
 def container_spec(container: dict, result: dict, settings: dict) -> dict:
-    """The pymotor.ascend.motor_containers spec of a plan entry (no user_config: it may hold secrets).
+    """The pymotor.ascend.motor_containers spec of a plan entry (no user_config: it may hold secrets; the variables
+    with a secret-looking name in ``secret_env``, apart from ``env``).
 
     ``result`` is the reconcile result (config hash and parts labels), ``settings`` the role settings: image,
     command, job_id, log_root, weight_dir, mounts (engine mounts present on the container's host), extra_volumes,
@@ -31,18 +43,22 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     env = container.get("env") or {}
     config_dir = container["configmap_path"]
     volumes = [f"{config_dir}:{config_dir}:ro",
-               f"{settings['log_root']}/{settings['job_id']}/{name}:{env.get('MOTOR_LOG_ROOT_PATH') or CONTAINER_LOG_PATH}:rw"]
+               f"{settings['log_root']}/{settings['job_id']}/{name}:{log_path(container)}:rw"]
     if container.get("needs_weights"):
         volumes.append(f"{settings['weight_dir']}:{settings['weight_dir']}:ro")
     if container.get("mounts_profile") == "engine":
         volumes += [f"{path}:{path}:ro" for path in settings.get("mounts") or []]
     volumes += list(settings.get("extra_volumes") or [])
+    plain_env, secret_env = split_env(env)
     return {
         "name": name,
         "image": settings["image"],
         "command": list(settings.get("command") or []),
-        "env": {str(k): str(v) for k, v in env.items()},
+        "env": {str(k): str(v) for k, v in plain_env.items()},
+        "secret_env": {str(k): str(v) for k, v in secret_env.items()},
         "devices": list(container.get("devices") or []),
+        # PyMotor's controller spins at 100% CPU on stdin at EOF (Docker's default): keep stdin open (docker run -i)
+        "stdin_open": True,
         "volumes": volumes,
         "ipc_mode": container.get("ipc_mode") or None,
         "shm_size": container.get("shm_size") or None,
@@ -62,21 +78,61 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     }
 
 
+# what PyMotor's deployer (examples/deployer/deploy.py update_shell_add_kv_patch) prepends to boot.sh when the KV pool
+# and the conductor are on: patch vLLM's MultiConnector with patch/kv_vllm_multi_connector.patch. PyMotor runs a bare
+# `patch -p0`, which fails ("previously applied") when a container restarts; this block finds vLLM where the image's
+# python3 has it and applies the patch once (a reverse dry run tells an applied patch apart).
+KV_PATCH_BLOCK = """# patch_begin
+motor_kv_patch=/tmp/motor/examples/deployer/patch/kv_vllm_multi_connector.patch
+motor_vllm=$(python3 -c 'import importlib.util; print(importlib.util.find_spec("vllm").submodule_search_locations[0])' 2>/dev/null)
+motor_multi_connector=${motor_vllm:+$motor_vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py}
+if [ -z "$motor_multi_connector" ] || [ ! -f "$motor_multi_connector" ] || [ ! -f "$motor_kv_patch" ]; then
+    echo "kv patch: vllm multi_connector.py or $motor_kv_patch not found, vLLM not patched"
+elif patch -p0 -R --dry-run -s -f "$motor_multi_connector" < "$motor_kv_patch" >/dev/null 2>&1; then
+    echo "kv patch: already applied to $motor_multi_connector"
+else
+    md5sum "$motor_multi_connector"
+    patch -p0 -f "$motor_multi_connector" < "$motor_kv_patch"
+    md5sum "$motor_multi_connector"
+fi
+# patch_end
+"""
+
+
 def configmaps(containers: list, env_functions: dict) -> list:
     """The config directory (CONFIGMAP_PATH) of each plan entry, as M(pymotor.ascend.motor_containers) renders it:
-    ``functions`` (script -> the set_*_env functions PyMotor's deployer injects into it; the container's env in
-    set_common_env and in the function of its own role, the others empty) and ``files`` (user_config.json,
-    env.json as PyMotor writes them)."""
+    ``functions`` (script -> the set_*_env functions PyMotor's generator injects into it, each with the body the plan
+    gives it: common env + the role's env.json section; the variables with a secret-looking name in
+    ``secret_functions``, same shape, apart), ``prepend`` (boot.sh -> the vLLM patch block, when the plan asks for it)
+    and ``files`` (user_config.json, env.json: the container environment)."""
     out = []
     for c in containers or []:
         env = c.get("env") or {}
-        own = ("set_common_env", "set_%s_env" % c["role"])
-        functions = {script: {name: env if name in own else {} for name in names}
-                     for script, names in (env_functions or {}).items()}
+        shell_env = c.get("shell_env") or {}
+        # a script none of whose functions the plan gives (mf_store.sh outside SGLang jobs) is left as the image has it
+        scripts = {script: names for script, names in (env_functions or {}).items()
+                   if not shell_env or any(name in shell_env for name in names)}
+        functions, secret_functions = {}, {}
+        for script, names in scripts.items():
+            functions[script] = {}
+            for name in names:
+                plain, secret = split_env(shell_env.get(name) or {})
+                functions[script][name] = plain
+                if secret:
+                    secret_functions.setdefault(script, {})[name] = secret
         out.append({"name": c["name"], "path": c["configmap_path"], "functions": functions,
+                    "secret_functions": secret_functions,
+                    "prepend": {"boot.sh": KV_PATCH_BLOCK} if c.get("kv_patch") else {},
                     "files": {"user_config.json": nice_json(c.get("user_config") or {}),
                               "env.json": nice_json(env)}})
     return out
+
+
+def log_path(container: dict) -> str:
+    """MOTOR_LOG_ROOT_PATH inside the container (env.json's value, set by set_common_env), where the log dir is mounted."""
+    shell_env = container.get("shell_env") or {}
+    return ((shell_env.get("set_common_env") or {}).get("MOTOR_LOG_ROOT_PATH")
+            or (container.get("env") or {}).get("MOTOR_LOG_ROOT_PATH") or CONTAINER_LOG_PATH)
 
 
 def nice_json(value) -> str:

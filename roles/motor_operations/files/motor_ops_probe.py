@@ -1,16 +1,21 @@
 """KV-event and affinity probe of a deployed PyMotor job (run inside a prefill/union container:
 `docker exec -i <container> python3 - '<json args>' < this file`; the PyMotor image has pyzmq and msgpack).
 
-Subscribes to every KV-event publisher (ZMQ SUB, the 3-frame [topic, seq, msgpack] messages vLLM sends), then
-sends N chat requests that share a long, fresh prefix and M unrelated ones to the coordinator, asks the KV
-conductor's /query how much of the shared prompt it has indexed before and after each shared request, keeps
-listening for the rest of `seconds`, and prints one JSON object:
-  endpoints: {endpoint: {messages, batches, block_stored, decode_errors, shapes}}, shapes, seconds,
-  shared / unrelated: [{status, target, instance, dp_rank}], longest_matched: [..] or null, tokenizer, error.
-Read-only for the cluster apart from the probe requests themselves. Python 3.6+, stdlib + zmq + msgpack.
+Records only what a real deployment exposes, the judging is done by the collection (operations/affinity.py):
+- every KV-event publisher (ZMQ SUB, the 3-frame [topic, seq, msgpack] messages vLLM sends): counts and shapes;
+- per shared prefix (a fresh nonce, then a long common text): the prompt's tokens from the prefill engine's
+  POST /tokenize (vLLM's route; else the model's tokenizer in the image), the KV conductor's POST /query before the
+  first request and after each request sent to the coordinator, and after each request the prefill engines'
+  prefix-cache counters (the vllm:prefix_cache_* lines of their /metrics);
+- a few unrelated requests.
+Prints one JSON object: endpoints, shapes, seconds, tokens {source, detail}, metrics_before, prefixes [{name,
+prompt_tokens, steps}], unrelated, error. Answers are {status, json | lines, error}; status -1: no answer.
+https with the CA / client cert / key of the args' tls entries (paths inside this container, as the tls_config
+sections name them). Read-only for the cluster apart from the probe requests. Python 3.6+, stdlib + zmq + msgpack.
 """
 
 import json
+import ssl
 import sys
 import threading
 import time
@@ -21,20 +26,39 @@ import uuid
 FILLER = ("Ascend 800I hosts run PyMotor with prefill and decode instances; the KV conductor indexes the "
           "blocks every prefill engine stores so that the coordinator can route a prompt to the engine that "
           "already holds its prefix. ")
+METRIC_PREFIXES = ("vllm:prefix_cache_", "vllm:gpu_prefix_cache_")
+CONTEXTS = {}
 
 
-def http(method, url, body=None, timeout=30):
+def context(tls):
+    """An SSL context for one tls entry {ca_file, cert_file, key_file} (None: plain http)."""
+    if not tls:
+        return None
+    key = json.dumps(tls, sort_keys=True)
+    if key not in CONTEXTS:
+        ctx = ssl.create_default_context(cafile=tls.get("ca_file") or None)
+        ctx.check_hostname = bool(tls.get("check_hostname", True))
+        if tls.get("cert_file") and tls.get("key_file"):
+            ctx.load_cert_chain(tls["cert_file"], tls["key_file"])
+        CONTEXTS[key] = ctx
+    return CONTEXTS[key]
+
+
+def http(method, target, body=None, timeout=30, raw=False):
+    """target: {url, tls}. Returns {status, json} (or {status, text} with raw), status -1 and error on no answer."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(target["url"], data=data, method=method, headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw = resp.read()
-            headers = {k.lower(): v for k, v in resp.headers.items()}
-            return resp.status, (json.loads(raw.decode() or "null") if raw else None), headers
+        ctx = context(target.get("tls"))
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
+            text = resp.read().decode("utf-8", "replace")
+            if raw:
+                return {"status": resp.status, "text": text}
+            return {"status": resp.status, "json": json.loads(text) if text else None}
     except urllib.error.HTTPError as err:
-        return err.code, None, {}
-    except Exception as err:  # noqa: BLE001 (connection refused, timeout: report, not crash)
-        return -1, str(err), {}
+        return {"status": err.code, "error": err.read().decode("utf-8", "replace")[:300]}
+    except Exception as err:  # noqa: BLE001 (refused, timeout, TLS: report, not crash)
+        return {"status": -1, "error": str(err)[:300]}
 
 
 def shape_of(batch):
@@ -111,37 +135,70 @@ class Listener(threading.Thread):
         self.ctx.term()
 
 
-def load_tokenizer(model_path):
-    """token ids of a chat as the engines see them: the model's tokenizer (real image), else the stand-in's."""
-    try:
-        from transformers import AutoTokenizer  # the real PyMotor / vLLM image
+class Tokens:
+    """Token ids of a chat as the engines see them: the prefill engine's /tokenize, else the model's tokenizer."""
 
-        tok = AutoTokenizer.from_pretrained(model_path, trust_remote_code=True)
+    def __init__(self, args):
+        self.args = args
+        self.source, self.detail, self.local = None, "", None
 
-        def encode(messages):
-            ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            return [int(i) for i in (ids["input_ids"] if isinstance(ids, dict) else ids)]
-        return "transformers", encode
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        from motor_sim.tokenizer import Tokenizer  # the stand-in image
+    def encode(self, messages):
+        target = self.args.get("tokenize")
+        if target and self.source in (None, "tokenize"):
+            answer = http("POST", target, {"model": self.args["model"], "messages": messages,
+                                           "add_generation_prompt": True}, timeout=10)
+            tokens = (answer.get("json") or {}).get("tokens") if answer["status"] == 200 else None
+            if isinstance(tokens, list):
+                self.source = "tokenize"
+                return [int(t) for t in tokens]
+            self.detail = "%s answered %s %s" % (target["url"], answer["status"], answer.get("error", ""))
+        return self._local(messages)
 
-        tok = Tokenizer(model_path)
-        return "motor_sim", lambda messages: tok.encode(tok.render_chat(messages))
-    except Exception:  # noqa: BLE001
-        return None, None
+    def _local(self, messages):
+        if self.local is None:
+            try:
+                from transformers import AutoTokenizer  # the real PyMotor / vLLM image
+
+                self.local = AutoTokenizer.from_pretrained(self.args.get("model_path") or "", trust_remote_code=True)
+            except Exception as err:  # noqa: BLE001
+                self.detail = (self.detail + "; " if self.detail else "") + "no tokenizer in the image: %s" % err
+                self.local = False
+        if not self.local:
+            return None
+        ids = self.local.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        self.source = "transformers"
+        return [int(i) for i in (ids["input_ids"] if isinstance(ids, dict) else ids)]
+
+
+def scrape(engines, working):
+    """{engine: {status, lines, error}}: the vllm:prefix_cache_* lines of each engine's first /metrics that has them."""
+    out = {}
+    for name, candidates in engines.items():
+        order = [working[name]] if name in working else candidates
+        answer = {"status": -1, "error": "no metrics URL"}
+        for target in order:
+            answer = http("GET", target, timeout=5, raw=True)
+            if answer["status"] == 200:
+                lines = [ln for ln in answer.pop("text").splitlines() if ln.startswith(METRIC_PREFIXES)]
+                answer["lines"] = lines
+                if lines:
+                    working[name] = target
+                    break
+            else:
+                answer.pop("text", None)
+        out[name] = answer
+    return out
 
 
 def main():
     args = json.loads(sys.argv[1])
-    out = {"endpoints": {}, "shapes": [], "shared": [], "unrelated": [], "longest_matched": None,
-           "tokenizer": None, "error": None, "seconds": args.get("seconds", 5)}
+    out = {"endpoints": {}, "shapes": [], "prefixes": [], "unrelated": [], "metrics_before": {},
+           "tokens": {"source": None, "detail": ""}, "error": None, "seconds": args.get("seconds", 5)}
     try:
         import msgpack
         import zmq
     except ImportError as err:
-        out["error"] = f"pyzmq/msgpack missing in the container: {err}"
+        out["error"] = "pyzmq/msgpack missing in the container: %s" % err
         print(json.dumps(out))
         return
     start = time.monotonic()
@@ -149,45 +206,48 @@ def main():
     listener.start()
     time.sleep(float(args.get("settle", 1.0)))  # ZMQ slow joiner: let SUB connections complete
 
-    nonce = uuid.uuid4().hex
-    prefix = f"Verification probe {nonce}. " + FILLER * max(1, int(args.get("prefix_chars", 1200)) // len(FILLER))
-    name, encode = load_tokenizer(args.get("model_path") or "")
-    out["tokenizer"] = name
-    url = args["coordinator_url"].rstrip("/") + "/v1/chat/completions"
-    query_url = args.get("conductor_url")
-
-    def longest(messages):
-        if not (query_url and encode):
-            return None
-        body = {"model": args["model"], "block_size": int(args["block_size"]), "token_ids": encode(messages)}
-        status, data, _headers = http("POST", query_url.rstrip("/") + "/query", body, timeout=5)
-        if status != 200 or not isinstance(data, dict):
-            return -1
-        best = 0
-        for per_instance in data.values():
-            for hit in (per_instance or {}).values():
-                best = max(best, int((hit or {}).get("longest_matched", 0)))
-        return best
+    tokens = Tokens(args)
+    chat_target = args["coordinator"]
+    query = args.get("conductor")
+    engines = args.get("engines") or {}
+    working = {}
+    wait = float(args.get("index_wait", 0.5))
 
     def chat(system, user):
         body = {"model": args["model"], "max_tokens": int(args.get("max_tokens", 4)),
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-        status, data, headers = http("POST", url, body, timeout=float(args.get("timeout", 60)))
-        instance = headers.get("x-motor-prefill-instance")
-        sim = (data or {}).get("motor_sim", {}) if isinstance(data, dict) else {}
-        rank = sim.get("prefill_dp_rank")
-        target = None if instance is None else (instance if rank is None else f"{instance}/dp{rank}")
-        return {"status": status, "instance": instance, "dp_rank": rank, "target": target}
+        answer = http("POST", chat_target, body, timeout=float(args.get("timeout", 60)))
+        return {"status": answer["status"], "error": answer.get("error", "")}
 
-    first = [{"role": "system", "content": prefix}, {"role": "user", "content": "Question 0: what is stored?"}]
-    series = [longest(first)]
-    for i in range(int(args.get("shared", 4))):
-        out["shared"].append(chat(prefix, f"Question {i}: what is stored?"))
-        time.sleep(float(args.get("index_wait", 0.5)))  # events travel engine -> conductor
-        series.append(longest(first))
-    out["longest_matched"] = None if series[0] is None else series
+    def conductor_query(ids):
+        if not query:
+            return {"status": -1, "error": "no KV conductor in the plan"}
+        body = {"model": args["model"], "block_size": int(args["block_size"]), "token_ids": ids}
+        return http("POST", query, body, timeout=5)
+
+    out["metrics_before"] = scrape(engines, working)
+    for p in range(int(args.get("prefixes", 2))):
+        nonce = uuid.uuid4().hex
+        text = "Verification probe %s, prefix %d. " % (nonce, p) + FILLER * max(
+            1, int(args.get("prefix_chars", 1200)) // len(FILLER))
+        messages = [{"role": "system", "content": text}, {"role": "user", "content": "Question 0: what is stored?"}]
+        entry = {"name": "prefix-%d" % p, "prompt_tokens": None, "steps": []}
+        out["prefixes"].append(entry)
+        ids = tokens.encode(messages)
+        if ids is None:
+            entry["error"] = "prompt tokens unavailable: %s" % tokens.detail
+            continue
+        entry["prompt_tokens"] = len(ids)
+        entry["steps"].append({"query": conductor_query(ids)})
+        for i in range(int(args.get("shared", 4))):
+            step = chat(text, "Question %d: what is stored?" % i)
+            time.sleep(wait)  # events travel engine -> conductor, counters are updated
+            step["query"] = conductor_query(ids)
+            step["metrics"] = scrape(engines, working)
+            entry["steps"].append(step)
+    out["tokens"] = {"source": tokens.source, "detail": tokens.detail}
     for i in range(int(args.get("unrelated", 2))):
-        out["unrelated"].append(chat(f"Unrelated probe {uuid.uuid4().hex} number {i}.", "Say hello."))
+        out["unrelated"].append(chat("Unrelated probe %s number %d." % (uuid.uuid4().hex, i), "Say hello."))
 
     remaining = float(args.get("seconds", 5)) - (time.monotonic() - start)
     if remaining > 0:

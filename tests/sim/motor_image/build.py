@@ -19,7 +19,7 @@ from content_tag import content_digest  # noqa: E402  (tests/sim/content_tag.py)
 
 REPO = "local/pymotor-standin"
 BASE_IMAGE = os.environ.get("MOTOR_BASE_IMAGE", "local/debian:bookworm")
-CONTEXT = (".dockerignore", "Dockerfile", "startup", "motor_sim", "bin")
+CONTEXT = (".dockerignore", "Dockerfile", "startup", "lib", "motor_sim", "bin")
 LOCK = Path(tempfile.gettempdir()) / "pymotor-standin-build.lock"
 
 

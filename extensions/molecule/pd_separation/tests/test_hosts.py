@@ -55,12 +55,16 @@ def test_config_directories_hold_the_image_scripts_and_every_env_function(host):
         user_config = host.file(f"{path}/user_config.json")
         assert user_config.mode == 0o640 and user_config.user == "root"
         assert json.loads(user_config.content_string) == c["user_config"]
-        scripts = host.check_output(f"cat {path}/common.sh {path}/roles/*.sh")
+        # flat, as PyMotor's boot.sh sources "$SCRIPT_DIR/<role>.sh"
+        assert not host.file(f"{path}/roles").exists
+        scripts = host.check_output(f"cat {path}/common.sh {path}/controller.sh {path}/coordinator.sh "
+                                    f"{path}/engine.sh {path}/kv_pool.sh {path}/kv_conductor.sh")
         for function in FUNCTIONS:
-            assert f"{function}() {{" in scripts, (c["name"], function)
+            assert f"function {function}() {{" in scripts, (c["name"], function)
         own = host.check_output(f"bash -c 'source {path}/common.sh >/dev/null 2>&1; "
                                 f"declare -f set_common_env'")
-        assert f'export ROLE="{c["role"]}"' in own
+        model = c["shell_env"]["set_common_env"]["MODEL_NAME"]
+        assert f'export MODEL_NAME="{model}"' in own and "export ROLE=" not in own
 
 
 @pytest.mark.parametrize("kind", ["node_manager", "api", "infer", "mgmt", "master", "http"])

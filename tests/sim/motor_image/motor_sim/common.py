@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import sys
 import threading
 import urllib.error
@@ -130,25 +131,70 @@ class JsonHandler(BaseHTTPRequestHandler):
 QUIET_PATHS = {"/controller/heartbeat", "/status", "/readiness", "/node-manager/status", "/metrics"}
 
 
-def serve(component: str, port: int, routes: dict[tuple[str, str], Route], host: str | None = None) -> ThreadingHTTPServer:
+# The TLS sections of motor_deploy_config.tls_config that are on ("mgmt", "infer"), set by configure_tls: like
+# PyMotor, mgmt_tls_config covers the controller API, the coordinator's management port, the node manager and the
+# engines' management ports; infer_tls_config the coordinator's inference port and the engines' service ports.
+TLS: dict[str, dict] = {}
+
+
+def configure_tls(component: str, user_config: dict) -> None:
+    tls = section(user_config, "motor_deploy_config", "tls_config")
+    for kind in ("mgmt", "infer"):
+        cfg = tls.get(f"{kind}_tls_config") or {}
+        if cfg.get("enable_tls") is True:
+            TLS[kind] = cfg
+    if TLS:
+        log(component, "TLS on", sections=sorted(TLS))
+
+
+def scheme(kind: str) -> str:
+    return "https" if TLS.get(kind) else "http"
+
+
+def server_context(component: str, cfg: dict) -> ssl.SSLContext:
+    """PyMotor's CertUtil.create_ssl_context: cert, key and CA must exist, else the server does not start."""
+    files = [cfg.get("cert_file"), cfg.get("key_file"), cfg.get("ca_file")]
+    if not all(files) or not all(os.path.exists(f) for f in files):
+        fail(component, f"Failed to create ssl context: certificate files do not exist: cert={files[0]}, "
+                        f"key={files[1]}, ca={files[2]}")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certfile=cfg["cert_file"], keyfile=cfg["key_file"])
+    context.load_verify_locations(cafile=cfg["ca_file"])
+    return context
+
+
+def client_context(cfg: dict) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=cfg.get("ca_file") or None)
+    if cfg.get("cert_file") and cfg.get("key_file"):
+        context.load_cert_chain(cfg["cert_file"], cfg["key_file"])
+    return context
+
+
+def serve(component: str, port: int, routes: dict[tuple[str, str], Route], host: str | None = None,
+          tls: str | None = None) -> ThreadingHTTPServer:
+    """Serve ``routes``; over https when the TLS section ``tls`` ("mgmt" or "infer") is on."""
     handler = type(f"{component}Handler", (JsonHandler,), {"routes": routes, "component": component})
     host = host or bind_host()
     try:
         server = ThreadingHTTPServer((host, port), handler)
     except OSError as exc:
         fail(component, f"cannot listen on {host}:{port}: {exc}")
+    if tls and TLS.get(tls):
+        server.socket = server_context(component, TLS[tls]).wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    log(component, f"listening on {host}:{port}")
+    log(component, f"listening on {host}:{port}" + (" (https)" if tls and TLS.get(tls) else ""))
     return server
 
 
-def http_json(method: str, url: str, body: Any = None, timeout: float = 2.0) -> tuple[int, Any]:
-    """(status, parsed body); status 0 when the peer could not be reached."""
+def http_json(method: str, url: str, body: Any = None, timeout: float = 2.0, tls: str = "mgmt") -> tuple[int, Any]:
+    """(status, parsed body); status 0 when the peer could not be reached. An https URL is verified against the
+    CA of the TLS section ``tls`` and presents its cert/key."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    context = client_context(TLS.get(tls) or {}) if url.startswith("https://") else None
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
             return resp.status, _parse(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, _parse(exc.read())

@@ -21,6 +21,7 @@ import time
 
 from motor_sim.common import (
     controller_port,
+    configure_tls,
     coordinator_ports,
     http_json,
     install_fault_knobs,
@@ -28,6 +29,7 @@ from motor_sim.common import (
     load_user_config,
     log,
     log_received,
+    scheme,
     section,
     serve,
     wait_forever,
@@ -73,7 +75,8 @@ class Controller:
         self.obs_port = int(api.get("observability_api_port") or 1027)
         inst = section(user_config, "motor_controller_config", "instance_config")
         self.heartbeat_timeout = float(inst.get("instance_heartbeat_timeout") or 10)
-        self.coordinator = f"http://{os.environ.get('COORDINATOR_SERVICE', '127.0.0.1')}:{coordinator_ports(user_config)[1]}"
+        self.coordinator = (f"{scheme('mgmt')}://{os.environ.get('COORDINATOR_SERVICE', '127.0.0.1')}:"
+                            f"{coordinator_ports(user_config)[1]}")
         self.jobs: dict[str, Job] = {}
         self.ids = itertools.count()
         self.lock = threading.Lock()
@@ -112,7 +115,7 @@ class Controller:
                    "master_dp_ip": pods[0]["pod_ip"],
                    "dp_ranks": [e["dp_rank"] for e in endpoints if e["pod_ip"] == pod["pod_ip"]],
                    "ranktable": {"server_list": [{"server_id": p["host_ip"], "pod_ip": p["pod_ip"]} for p in pods]}}
-            url = f"http://{pod['pod_ip']}:{pod['nm_port']}/node-manager/start"
+            url = f"{scheme('mgmt')}://{pod['pod_ip']}:{pod['nm_port']}/node-manager/start"
             while True:
                 status, body = http_json("POST", url, cmd)
                 log(COMPONENT, "start command sent", url=url, status=status, response=body)
@@ -188,8 +191,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="motor.controller.main")
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
-    controller = Controller(load_user_config(args.config))
-    serve(COMPONENT, controller.port, controller.routes())
+    user_config = load_user_config(args.config)
+    configure_tls(COMPONENT, user_config)
+    controller = Controller(user_config)
+    serve(COMPONENT, controller.port, controller.routes(), tls="mgmt")
     serve(f"{COMPONENT}-obs", controller.obs_port, controller.obs_routes())
     threading.Thread(target=controller.push_loop, daemon=True).start()
     wait_forever()

@@ -7,8 +7,8 @@ With scheduler_type kv_cache_affinity and KV_CONDUCTOR_SERVICE set it loads the 
 model directory, registers every prefill (or union) DP rank with the conductor (POST /register,
 as PyMotor's conductor_api_client) and routes each request to the prefill endpoint that the
 conductor's POST /query reports with the longest match (PyMotor's "unified" score), falling back
-to round robin. Responses say which prefill instance served them (X-Motor-Prefill-Instance header,
-body field motor_sim.prefill_instance).
+to round robin. Like the real coordinator, responses say nothing about the instance that served them
+(X-Request-Id only): that shows in the conductor's /query and the engines' prefix-cache counters.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import itertools
 import os
 import threading
 import time
+import uuid
 
 from motor_sim.common import (
     cfg_get,
+    configure_tls,
     coordinator_ports,
     engine_section,
     fail,
@@ -28,6 +30,7 @@ from motor_sim.common import (
     load_user_config,
     log,
     log_received,
+    scheme,
     section,
     serve,
     wait_forever,
@@ -232,7 +235,8 @@ class Coordinator:
         with self.lock:
             self.inflight[key] = self.inflight.get(key, 0) + 1
         try:
-            return http_json("POST", f"http://{ep['ip']}:{ep['port']}/v1/chat/completions", body, timeout=30)
+            return http_json("POST", f"{scheme('infer')}://{ep['ip']}:{ep['port']}/v1/chat/completions", body,
+                             timeout=30, tls="infer")
         finally:
             with self.lock:
                 self.inflight[key] -= 1
@@ -262,8 +266,7 @@ class Coordinator:
                 "prefill_dp_rank": target[1]["dp_rank"],
                 "decode_instance": f"vllm-decode-{decode[0]['id']}" if decode else None}
         log(COMPONENT, "request routed", **info)
-        headers = {"X-Motor-Prefill-Instance": prefill_id, "X-Motor-Route": route}
-        return 200, {**result, "motor_sim": {**result.get("motor_sim", {}), **info}}, headers
+        return 200, result, {"X-Request-Id": uuid.uuid4().hex}
 
     def infer_routes(self) -> dict:
         model = lambda *_: (200, {"object": "list", "data": [{"id": i["model_name"]} for i in self.instances[:1]]})  # noqa: E731
@@ -276,10 +279,12 @@ class Coordinator:
 def main() -> None:
     install_fault_knobs(COMPONENT)
     log_received(COMPONENT)
-    coordinator = Coordinator(load_user_config())
-    serve(f"{COMPONENT}-mgmt", coordinator.mgmt_port, coordinator.mgmt_routes())
+    user_config = load_user_config()
+    configure_tls(COMPONENT, user_config)
+    coordinator = Coordinator(user_config)
+    serve(f"{COMPONENT}-mgmt", coordinator.mgmt_port, coordinator.mgmt_routes(), tls="mgmt")
     serve(f"{COMPONENT}-obs", coordinator.obs_port, coordinator.obs_routes())
-    serve(f"{COMPONENT}-infer", coordinator.infer_port, coordinator.infer_routes())
+    serve(f"{COMPONENT}-infer", coordinator.infer_port, coordinator.infer_routes(), tls="infer")
     wait_forever()
 
 

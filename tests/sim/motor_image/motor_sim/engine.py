@@ -1,6 +1,7 @@
 """engine_server stand-in: one per DP rank, spawned by the node manager.
 
-OpenAI API on --port, GET /status on --mgmt-port, KV events (PUB on endpoint port + dp_rank,
+OpenAI API, vLLM's POST /tokenize and GET /metrics (prefix-cache counters) on --port, GET /status and
+GET /metrics on --mgmt-port (PyMotor's engine_server), KV events (PUB on endpoint port + dp_rank,
 replay ROUTER on replay port + dp_rank) when the engine section enables kv-events-config. It checks
 the NPUs it was given (ASCEND_RT_VISIBLE_DEVICES -> /dev/davinci<N>) and the model directory.
 """
@@ -14,6 +15,7 @@ import uuid
 
 from motor_sim.common import (
     cfg_get,
+    configure_tls,
     engine_section,
     fail,
     install_fault_knobs,
@@ -66,6 +68,8 @@ class Engine:
         self.cache = PrefixCache(int(cfg_get(engine_config, "block_size", DEFAULT_BLOCK_SIZE)))
         self.publisher = self._publisher(cfg_get(engine_config, "kv_events_config") or {})
         self.status = "initial"
+        self.max_model_len = int(cfg_get(engine_config, "max_model_len", 2048))
+        self.queried, self.hit = 0, 0
 
     def _publisher(self, events_cfg: dict) -> KvEventPublisher | None:
         if not events_cfg.get("enable_kv_cache_events") or events_cfg.get("publisher", "zmq") != "zmq":
@@ -75,14 +79,31 @@ class Engine:
 
     def routes(self) -> dict:
         return {("POST", "/v1/chat/completions"): self.complete, ("POST", "/v1/completions"): self.complete,
+                ("POST", "/tokenize"): self.tokenize, ("GET", "/metrics"): self.metrics,
                 ("GET", "/v1/models"): lambda *_: (200, {"object": "list", "data": [{"id": self.model}]})}
 
     def mgmt_routes(self) -> dict:
-        return {("GET", "/status"): lambda *_: (200, {"status": self.status})}
+        return {("GET", "/status"): lambda *_: (200, {"status": self.status}), ("GET", "/metrics"): self.metrics}
+
+    def tokenize(self, body: dict, _handler) -> tuple:
+        """vLLM's POST /tokenize: {"count", "max_model_len", "tokens"} of a prompt or of rendered chat messages."""
+        tokens = self.tokenizer.encode_request(body)
+        return 200, {"count": len(tokens), "max_model_len": self.max_model_len, "tokens": tokens, "token_strs": None}
+
+    def metrics(self, *_) -> tuple:
+        """vLLM's prefix-cache counters in Prometheus text (tokens queried / found in the prefix cache)."""
+        labels = f'{{engine="0",model_name="{self.model}"}}'
+        lines = []
+        for name, value, doc in (("prefix_cache_queries", self.queried, "Prefix cache queries, in terms of number of queried tokens."),
+                                 ("prefix_cache_hits", self.hit, "Prefix cache hits, in terms of number of cached tokens.")):
+            lines += [f"# HELP vllm:{name}_total {doc}", f"# TYPE vllm:{name}_total counter",
+                      f"vllm:{name}_total{labels} {float(value)}"]
+        return 200, "\n".join(lines) + "\n"
 
     def complete(self, body: dict, _handler) -> tuple:
         tokens = self.tokenizer.encode_request(body)
         cached, event = self.cache.store(tokens)
+        self.queried, self.hit = self.queried + len(tokens), self.hit + cached
         if event and self.publisher:
             self.publisher.publish([event])
         a = self.args
@@ -93,7 +114,6 @@ class Engine:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1,
                       "prompt_tokens_details": {"cached_tokens": cached}},
-            "motor_sim": {"role": a.role, "instance_id": a.instance_id, "dp_rank": a.dp_rank, "cached_tokens": cached},
         }
         if a.role == "prefill":
             # What vLLM's PD connectors hand back for the decode step.
@@ -106,12 +126,14 @@ def main(argv: list[str] | None = None) -> None:
     install_fault_knobs(COMPONENT)
     log_received(COMPONENT)
     args = parse_args(argv)
-    engine_config = engine_section(load_user_config(args.config_path), args.role).get("engine_config") or {}
+    user_config = load_user_config(args.config_path)
+    configure_tls(COMPONENT, user_config)
+    engine_config = engine_section(user_config, args.role).get("engine_config") or {}
     devices = check_devices(engine_config)
     log(COMPONENT, "NPUs found", devices=devices, dp_rank=args.dp_rank, instance_id=args.instance_id)
     engine = Engine(args, engine_config)
-    serve(f"{COMPONENT}-{args.dp_rank}", args.port, engine.routes(), host=args.host)
-    serve(f"{COMPONENT}-{args.dp_rank}-mgmt", args.mgmt_port, engine.mgmt_routes(), host=args.host)
+    serve(f"{COMPONENT}-{args.dp_rank}", args.port, engine.routes(), host=args.host, tls="infer")
+    serve(f"{COMPONENT}-{args.dp_rank}-mgmt", args.mgmt_port, engine.mgmt_routes(), host=args.host, tls="mgmt")
     engine.status = "normal"
     log(COMPONENT, "engine ready", role=args.role, dp_rank=args.dp_rank, port=args.port, mgmt_port=args.mgmt_port)
     wait_forever()

@@ -17,6 +17,7 @@ import uuid
 
 from motor_sim.common import (
     cfg_get,
+    configure_tls,
     controller_port,
     engine_section,
     fail,
@@ -26,6 +27,7 @@ from motor_sim.common import (
     load_user_config,
     log,
     log_received,
+    scheme,
     section,
     serve,
     wait_forever,
@@ -53,7 +55,7 @@ class NodeManager:
         self.port = int((nm.get("api_config") or {}).get("node_manager_port") or 1026)
         self.base_port = int((nm.get("endpoint_config") or {}).get("base_port") or 10000)
         self.heartbeat_interval = float((nm.get("basic_config") or {}).get("heartbeat_interval_seconds") or 3)
-        self.controller = f"http://{os.environ['CONTROLLER_SERVICE']}:{controller_port(user_config)}"
+        self.controller = f"{scheme('mgmt')}://{os.environ['CONTROLLER_SERVICE']}:{controller_port(user_config)}"
         self.model_name = cfg_get(self.engine_config, "served_model_name", "")
         self.dp_local, self.devices_per_rank = self._parallel_plan(user_config)
         self.devices = self._assign_devices()
@@ -121,7 +123,8 @@ class NodeManager:
         if not self.engines:
             return False
         for i in range(self.dp_local):
-            status, body = http_json("GET", f"http://{self.pod_ip}:{self.endpoint_ports(i)[1]}/status", timeout=1)
+            status, body = http_json("GET", f"{scheme('mgmt')}://{self.pod_ip}:{self.endpoint_ports(i)[1]}/status",
+                                     timeout=1)
             if status != 200 or body.get("status") != "normal":
                 return False
         return True
@@ -166,8 +169,10 @@ def main() -> None:
     for var in ("ROLE", "JOB_NAME", "POD_IP", "CONTROLLER_SERVICE", "USER_CONFIG_PATH"):
         if not os.environ.get(var):
             fail(COMPONENT, f"environment variable {var} is not set")
-    nm = NodeManager(load_user_config())
-    serve(COMPONENT, nm.port, nm.routes())
+    user_config = load_user_config()
+    configure_tls(COMPONENT, user_config)
+    nm = NodeManager(user_config)
+    serve(COMPONENT, nm.port, nm.routes(), tls="mgmt")
     nm.register()
     threading.Thread(target=nm.heartbeat_loop, daemon=True).start()
     wait_forever()

@@ -2,7 +2,6 @@
 # Container entrypoint, as in PyMotor: docker run ... bash -c "source \$CONFIGMAP_PATH/boot.sh".
 # boot.sh -> common.sh -> the role script, all read from CONFIGMAP_PATH (the deployer copies these
 # scripts out of the image into that host directory and injects the set_*_env functions into them).
-# Role scripts may sit flat in CONFIGMAP_PATH (PyMotor's ConfigMap layout) or under roles/.
 set -euo pipefail
 
 echo "[boot] ROLE=${ROLE:-} JOB_NAME=${JOB_NAME:-} POD_IP=${POD_IP:-} HOST_IP=${HOST_IP:-}" \
@@ -11,18 +10,9 @@ echo "[boot] ROLE=${ROLE:-} JOB_NAME=${JOB_NAME:-} POD_IP=${POD_IP:-} HOST_IP=${
 : "${ROLE:?ROLE must be set (controller, coordinator, prefill, decode, union, kv_pool, kv_conductor)}"
 export CONFIG_PATH="${CONFIG_PATH:-/usr/local/Ascend/pyMotor/conf}"
 
-# startup_script NAME: path of a startup script in the config dir, flat or under roles/.
-startup_script() {
-  local name=$1
-  for candidate in "$CONFIGMAP_PATH/$name" "$CONFIGMAP_PATH/roles/$name"; do
-    if [ -f "$candidate" ]; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  echo "[boot] ERROR: $name not found in $CONFIGMAP_PATH (nor in $CONFIGMAP_PATH/roles)" >&2
-  return 1
-}
+# As PyMotor's boot.sh: common.sh and the role script are sourced from the directory of boot.sh itself
+# ($SCRIPT_DIR, the config dir): role scripts must sit flat next to it, never under roles/.
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 case "$ROLE" in
   controller | coordinator | kv_pool | kv_conductor) role_script=$ROLE.sh ;;
@@ -33,9 +23,13 @@ case "$ROLE" in
     ;;
 esac
 
-common_sh=$(startup_script common.sh)
-role_sh=$(startup_script "$role_script")
+for script in common.sh "$role_script"; do
+  if [ ! -f "$SCRIPT_DIR/$script" ]; then
+    echo "[boot] ERROR: $SCRIPT_DIR/$script: No such file or directory (role scripts sit flat next to boot.sh)" >&2
+    exit 1
+  fi
+done
 # shellcheck source=/dev/null
-source "$common_sh"
+source "$SCRIPT_DIR/common.sh"
 # shellcheck source=/dev/null
-source "$role_sh"
+source "$SCRIPT_DIR/$role_script"

@@ -52,6 +52,6 @@ set_cann_env() {
 # Engines with a KV pool get MOONCAKE_CONFIG_PATH, written from kv_cache_pool_config.
 gen_kv_pool_config() {
   [ -n "${KVP_MASTER_SERVICE:-}" ] || return 0
-  python3 "$CONFIGMAP_PATH/mooncake_config.py" pool "$USER_CONFIG_PATH" "$CONFIG_PATH/kv_cache_pool_config.json"
+  python3 "$CONFIGMAP_PATH/mooncake_config.py" pool "$CONFIG_PATH/kv_cache_pool_config.json" "$USER_CONFIG_PATH"
   export MOONCAKE_CONFIG_PATH="$CONFIG_PATH/kv_cache_pool_config.json"
 }

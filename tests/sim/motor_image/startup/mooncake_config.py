@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Write Mooncake config files from user_config.json, like PyMotor's startup/mooncake_config.py.
 
-  mooncake_config.py conductor <user_config> <out>  kv_conductor_config, plus for kvevent_instance
+  mooncake_config.py conductor <out> <user_config>  kv_conductor_config, plus for kvevent_instance
       entries the mooncake_master endpoint tcp://<KVP_MASTER_SERVICE>:<pool port> and modelname
-      (kv_cache_pool_config and KVP_MASTER_SERVICE are then mandatory)
-  mooncake_config.py pool <user_config> <out>       kv_cache_pool_config + master_server_address
+      (kv_cache_pool_config and KVP_MASTER_SERVICE are then mandatory; the model name comes from
+      lib.utils, imported from two directories up or PYTHONPATH, as PyMotor's script does)
+  mooncake_config.py pool <out> <user_config>       kv_cache_pool_config + master_server_address
+Argument order and exit codes as PyMotor's: the output path comes first.
 """
 
 import json
@@ -18,27 +20,32 @@ def fail(message: str) -> None:
 
 
 def served_model_name(user_config: dict) -> str:
-    for role in ("prefill", "union"):
-        engine = (user_config.get(f"motor_engine_{role}_config") or {}).get("engine_config") or {}
-        if engine:
-            return engine.get("served_model_name") or engine.get("served-model-name") or ""
-    return ""
+    # PyMotor: sys.path gets dirname(dirname(__file__)) (the parent of the config dir, which has no lib/): the
+    # import fails (ModuleNotFoundError, exit 1) unless PYTHONPATH leads to the image's deployer tree
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from lib.utils import resolve_model_name  # pylint: disable=import-outside-toplevel
+
+    return resolve_model_name(user_config["motor_engine_prefill_config"])
 
 
 def pool_port(user_config: dict) -> int:
     return int((user_config.get("kv_cache_pool_config") or {}).get("port") or 50088)
 
 
-def conductor_config(user_config: dict) -> dict:
-    config = json.loads(json.dumps(user_config.get("kv_conductor_config") or {}))
-    instances = config.get("kvevent_instance") or {}
-    if instances:
-        master = os.environ.get("KVP_MASTER_SERVICE", "")
-        if not user_config.get("kv_cache_pool_config") or not master:
-            fail("kvevent_instance needs kv_cache_pool_config and KVP_MASTER_SERVICE")
-        for entry in instances.values():
-            entry["endpoint"] = f"tcp://{master}:{pool_port(user_config)}"
-            entry["modelname"] = served_model_name(user_config)
+def conductor_config(user_config: dict):
+    """The conductor config, or None when kvevent_instance is unset (PyMotor then writes no file at all)."""
+    if not user_config.get("kv_conductor_config"):
+        fail("KV cache conductor config not provided, skipping kv_conductor_config generation")
+    config = json.loads(json.dumps(user_config["kv_conductor_config"]))
+    if config.get("kvevent_instance") is None:
+        print("[mooncake_config] KV cache conductor config kvevent_instance is None")
+        return None
+    master = os.environ.get("KVP_MASTER_SERVICE", "")
+    if not user_config.get("kv_cache_pool_config") or not master:
+        fail("kvevent_instance needs kv_cache_pool_config and KVP_MASTER_SERVICE")
+    entry = config["kvevent_instance"]["mooncake_master"]  # PyMotor fills this entry only (KeyError otherwise)
+    entry["endpoint"] = f"tcp://{master}:{pool_port(user_config)}"
+    entry["modelname"] = served_model_name(user_config)
     return config
 
 
@@ -49,12 +56,19 @@ def pool_config(user_config: dict) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 3 or argv[0] not in ("conductor", "pool"):
-        fail("usage: mooncake_config.py conductor|pool <user_config.json> <out.json>")
-    kind, src, out = argv
+    if len(argv) < 3:
+        print("Usage: python3 mooncake_config.py <pool|conductor> <output_config_path> <user_config_path>")
+        sys.exit(1)
+    kind, out, src = argv[:3]
+    if kind not in ("conductor", "pool"):
+        fail(f"Unknown config type: {kind}. Expected 'pool' or 'conductor'")
+    if not os.path.exists(src):
+        fail(f"user_config.json does not exist: {src}")
     with open(src, encoding="utf-8") as fh:
         user_config = json.load(fh)
     config = conductor_config(user_config) if kind == "conductor" else pool_config(user_config)
+    if config is None:
+        return
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(config, fh, indent=2)
     print(f"[mooncake_config] wrote {out}")

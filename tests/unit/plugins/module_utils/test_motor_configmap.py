@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import tarfile
 
 import pytest
@@ -22,9 +23,46 @@ def startup(tmp_path):
     return scripts
 
 
-def test_render_functions_quote_for_the_shell():
-    text = cm.render_functions({"set_prefill_env": {"B": 'say "$x" `y`', "A": "1"}, "set_decode_env": {}})
-    assert text == 'set_decode_env() {\n    :\n}\nset_prefill_env() {\n    export A="1"\n    export B="say \\"\\$x\\" \\`y\\`"\n}\n'
+def test_functions_are_written_like_pymotors_generator():
+    # lib/utils.py shell_escape + update_shell_safely: $ is left for the shell to expand, quotes and backticks escaped
+    text = cm.render_functions("start\n", {"set_prefill_env": {"B": 'say "$x" `y`', "A": "1"}, "set_decode_env": {}})
+    assert text == ('function set_prefill_env() {\n    export B="say \\"$x\\" \\`y\\`"\n    export A="1"\n}\n'
+                    'function set_decode_env() {\n    :\n}\nstart\n')
+
+
+def test_an_existing_function_is_replaced_in_place():
+    script = "echo a\nfunction set_kv_pool_env() {\n    export OLD=1\n}\necho b\n"
+    assert cm.inject_function(script, "set_kv_pool_env", {"NEW": "2"}) == \
+        'echo a\nfunction set_kv_pool_env() {\n    export NEW="2"\n}\necho b\n'
+
+
+def test_the_functions_run_in_bash_with_dollar_expansion(tmp_path):
+    script = tmp_path / "common.sh"
+    script.write_text(cm.render_functions('set_common_env\necho "$LD_LIBRARY_PATH|$Q"\n',
+                                          {"set_common_env": {"LD_LIBRARY_PATH": "/x:$LD_LIBRARY_PATH", "Q": 'a"b'}}))
+    out = subprocess.run(["bash", str(script)], env={"LD_LIBRARY_PATH": "/cann", "PATH": os.environ["PATH"]},
+                         capture_output=True, text=True, check=True).stdout
+    assert out == '/x:/cann|a"b\n'
+
+
+def test_role_scripts_are_flat_next_to_boot_sh(tmp_path):
+    # both PyMotor delivery paths (the K8s ConfigMap, the docker-only guide) put startup/roles/* next to boot.sh,
+    # which sources "$SCRIPT_DIR/engine.sh"
+    scripts = startup(tmp_path)
+    files = cm.wanted_files(str(scripts), {"name": "c", "functions": {}, "files": {"user_config.json": "{}"}})
+    assert sorted(files) == ["boot.sh", "engine.sh", "user_config.json"]
+    (scripts / "engine.sh").write_text("clash\n")
+    with pytest.raises(ValueError, match="engine.sh is both a startup script and a role script"):
+        cm.wanted_files(str(scripts), {"name": "c"})
+
+
+def test_the_kv_patch_block_is_prepended_once(tmp_path):
+    scripts = startup(tmp_path)
+    container = {"name": "c", "prepend": {"boot.sh": "# patch_begin\npatch it\n# patch_end\n"}}
+    assert cm.wanted_files(str(scripts), container)["boot.sh"] == \
+        b"# patch_begin\npatch it\n# patch_end\n#!/bin/bash\nsource common.sh\n"
+    (scripts / "boot.sh").write_text("# patch_begin\nthe image's own\n")  # PyMotor's deployer: never twice
+    assert cm.wanted_files(str(scripts), container)["boot.sh"] == b"# patch_begin\nthe image's own\n"
 
 
 def test_sync_writes_once_injects_functions_and_removes_stale_files(tmp_path):
@@ -34,15 +72,18 @@ def test_sync_writes_once_injects_functions_and_removes_stale_files(tmp_path):
                  "functions": {"engine.sh": {"set_prefill_env": {"ROLE": "prefill"}}}}
     changed, digest = cm.sync_container(container, str(scripts), 0o750, 0o640, False)
     assert changed
-    assert (target / "roles" / "engine.sh").read_text() == 'set_prefill_env() {\n    export ROLE="prefill"\n}\nstart_engine\n'
+    assert (target / "engine.sh").read_text() == 'function set_prefill_env() {\n    export ROLE="prefill"\n}\nstart_engine\n'
+    assert not (target / "roles").exists()
     assert (target / "user_config.json").read_text() == "{}\n"
     assert oct((target / "boot.sh").stat().st_mode & 0o777) == "0o640" and oct(target.stat().st_mode & 0o777) == "0o750"
     assert cm.sync_container(container, str(scripts), 0o750, 0o640, False) == (False, digest)
     (target / "left-over.txt").write_text("old image")
+    (target / "roles").mkdir()
+    (target / "roles" / "engine.sh").write_text("an older render")
     assert cm.sync_container(container, str(scripts), 0o750, 0o640, True)[0] is True  # check mode: reported only
     assert (target / "left-over.txt").exists()
     assert cm.sync_container(container, str(scripts), 0o750, 0o640, False)[0] is True
-    assert not (target / "left-over.txt").exists()
+    assert not (target / "left-over.txt").exists() and not (target / "roles").exists()
 
 
 def test_a_function_for_a_script_the_image_lacks_is_an_error(tmp_path):

@@ -54,7 +54,7 @@ def scripted(answers):
     """A getter returning the answers in order (the last one forever)."""
     seen = []
 
-    def get(url, request_timeout):
+    def get(url, request_timeout, tls=None):
         seen.append(url)
         return answers[min(len(seen), len(answers)) - 1]
     return get, seen

@@ -16,6 +16,11 @@ MAP_BATCH = [1.0, [{"type": "BlockStored", "block_hashes": [1], "medium": "GPU"}
 LEGACY_BATCH = [1.0, [["BlockStored", [1], None, list(range(128)), 128]], 0]
 
 
+QUERY_EMPTY = {"default": {"vllm-prefill-1": {"longest_matched": 0, "DP": {}}}}
+QUERY_HELD = {"default": {"vllm-prefill-1": {"longest_matched": 1024, "DP": {"1": 1024}}}}
+QUERY_SPREAD = {"default": {"vllm-prefill-1": {"longest_matched": 1024, "DP": {"0": 1024, "1": 1024}}}}
+
+
 def plan():
     def engine(name, role, ip, ranks, tier=2):
         return {"name": name, "host": "h1", "ip": ip, "role": role, "tier": tier, "dp_ranks": ranks,
@@ -42,8 +47,12 @@ def good_raw():
         "services": {"services": [{"Endpoint": e} for e in eps]},
         "inference": {"status": 200},
         "probe": {"endpoints": {eps[0]: {"block_stored": 3, "decode_errors": 0}, eps[1]: {"block_stored": 0}},
-                  "shared": [{"status": 200, "target": "p0/dp1"}] * 4, "unrelated": [{"status": 200}] * 2,
-                  "longest_matched": [0, 1024, 1024, 1024, 1024], "shapes": ["array"]},
+                  "unrelated": [{"status": 200}] * 2, "shapes": ["array"],
+                  "tokens": {"source": "tokenize", "detail": ""}, "metrics_before": {},
+                  "prefixes": [{"name": "prefix-0", "prompt_tokens": 1100,
+                                "steps": [{"query": {"status": 200, "json": QUERY_EMPTY}}]
+                                + [{"status": 200, "query": {"status": 200, "json": QUERY_HELD}, "metrics": {}}
+                                   for dummy in range(4)]}]},
         "kv_format": kv_format_verdict(None, ["array"]),
     }
 
@@ -107,9 +116,11 @@ def test_verify_report_passes_on_a_healthy_job():
     (lambda r: r["engines"].update({"j-d0-0/1": {"status": -1, "json": {}}}), "engine status normal"),
     (lambda r: r["services"].update(services=[{"Endpoint": "tcp://10.0.0.1:5557"}]), "conductor lists every prefill DP rank"),
     (lambda r: r["probe"]["endpoints"].clear(), "KV events flowing (BlockStored received)"),
-    (lambda r: r["probe"].update(shared=[{"status": 200, "target": "a"}, {"status": 200, "target": "b"}]),
-     "affinity: shared-prefix prompts on one prefill instance"),
-    (lambda r: r["probe"].update(longest_matched=[0, 0, 0]), "affinity: /query longest_matched grows"),
+    (lambda r: r["probe"]["prefixes"][0]["steps"][-1].update(query={"status": 200, "json": QUERY_SPREAD}),
+     "affinity: repeats of a shared prefix go to the instance holding it"),
+    (lambda r: r["probe"]["prefixes"][0]["steps"][1].update(query={"status": 200, "json": QUERY_EMPTY}),
+     "affinity: repeats of a shared prefix go to the instance holding it"),
+    (lambda r: r["probe"]["unrelated"].append({"status": 502}), "unrelated requests succeed"),
     (lambda r: r.update(kv_format=kv_format_verdict(None, ["map"])), "KV event format readable by the conductor"),
     (lambda r: r["inference"].update(status=503), "inference request succeeds"),
 ])

@@ -224,7 +224,9 @@ def test_seed_pd_separation_on_example_inventory():
     assert env["PYTHONHASHSEED"] == "0" and env["ASCEND_RUNTIME_OPTIONS"] == "NODRV"
     assert env["CONFIGMAP_PATH"] == "/etc/pymotor/mindie-motor/mindie-motor-p0-0"
     assert env["CONFIG_PATH"] == "/usr/local/Ascend/pyMotor/conf"
-    assert env["HCCL_BUFFSIZE"] == "200"  # from env.json
+    assert "HCCL_BUFFSIZE" not in env  # env.json reaches the container through the shell functions only (PyMotor)
+    assert p0["shell_env"]["set_prefill_env"]["HCCL_BUFFSIZE"] == "200"
+    assert "HCCL_BUFFSIZE" not in p0["shell_env"]["set_common_env"] and "ROLE" not in p0["shell_env"]["set_prefill_env"]
     assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == env["HCCL_SOCKET_IFNAME"] == "eth0"
     coord_env = conts["mindie-motor-coordinator"]["env"]
     assert coord_env["KV_CONDUCTOR_SERVICE"] == "10.0.1.1" and "KVP_MASTER_SERVICE" not in coord_env
@@ -277,6 +279,11 @@ def test_fixture_configs_on_inventories(name, hw, n_hosts):
         assert "hardware_type" in str(err) or "npu_num" in str(err)
         return
     hosts = {f"h{i}": {"motor_host_ip": f"10.1.0.{i + 1}", "group_names": [ENGINE, CONTROL]} for i in range(n_hosts)}
+    if cfg["user_config"]["motor_deploy_config"].get("enable_pd_heterogeneous") is True:
+        with pytest.raises(MotorPlanError) as unlabelled:  # no host carries the card_type labels
+            build_plan(cfg, hosts)
+        assert "motor_host_labels" in str(unlabelled.value)
+        return
     per_host = cfg["npus_per_host"]
     needed = sum(e["count"] * e["pods"] * e["npus_per_pod"] for e in cfg["engines"].values())
     max_pods = max(e["pods"] for e in cfg["engines"].values())
@@ -556,8 +563,11 @@ def test_env_json_cannot_override_wiring_but_other_keys_pass():
                           env_config=env_config)
     plan = build_plan(cfg, inventory(engine=1, control=1))
     p0 = by_name(plan)["job-p0-0"]
-    assert p0["env"]["POD_IP"] == "10.0.0.1" and p0["env"]["ROLE"] == "prefill" and p0["env"]["MY_VAR"] == "x"
+    assert p0["env"]["POD_IP"] == "10.0.0.1" and p0["env"]["ROLE"] == "prefill" and "MY_VAR" not in p0["env"]
     assert list(p0["env"]) == sorted(p0["env"])
+    # env.json reaches the container through set_*_env (as in PyMotor), without the variables the plan wires
+    assert p0["shell_env"]["set_prefill_env"]["MY_VAR"] == "x" and not {"POD_IP", "ROLE"} & set(p0["shell_env"]["set_prefill_env"])
+    assert p0["shell_env"]["set_kv_conductor_env"]["PYTHONPATH"] == "/tmp/motor/examples/deployer${PYTHONPATH:+:$PYTHONPATH}"
     warnings = [w for w in plan["warnings"] if w.startswith("env_config.")]
     assert "env_config.motor_common_env.POD_IP: is set by the deployment plan; the env.json value is ignored " \
            "(remove it from env.json)" in warnings

@@ -22,7 +22,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes im
     spec_digest,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label, previous_placement
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import KV_PATCH_BLOCK, configmaps, container_spec
 
 
 SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
@@ -295,7 +295,7 @@ def test_spec_digest_leaves_its_input_alone_and_masks_like_a_deep_copy():
     assert json.dumps(entry, sort_keys=True) == before
 
 
-def test_configmaps_inject_the_own_role_functions_and_write_nice_json():
+def test_configmaps_inject_the_functions_of_the_plan_and_write_nice_json():
     from ansible.plugins.filter.core import to_nice_json
 
     plan = make_plan()
@@ -303,7 +303,13 @@ def test_configmaps_inject_the_own_role_functions_and_write_nice_json():
     engine = next(c for c in plan["containers"] if c["role"] == "decode")
     (out,) = configmaps([engine], functions)
     assert out["name"] == engine["name"] and out["path"] == engine["configmap_path"]
-    assert out["functions"] == {"common.sh": {"set_common_env": engine["env"]},
-                                "engine.sh": {"set_prefill_env": {}, "set_decode_env": engine["env"]}}
+    shell = engine["shell_env"]
+    # every function with its PyMotor body (common + role section), in every directory, as PyMotor's one ConfigMap
+    assert out["functions"] == {"common.sh": {"set_common_env": shell["set_common_env"]},
+                                "engine.sh": {"set_prefill_env": shell["set_prefill_env"],
+                                              "set_decode_env": shell["set_decode_env"]}}
+    assert shell["set_common_env"] and not set(shell["set_decode_env"]) & set(engine["env"]) - {"MOTOR_LOG_ROOT_PATH"}
+    assert engine["kv_patch"] is bool(plan["kv_pool"] and plan["kv_conductor"])
+    assert out["prepend"] == ({"boot.sh": KV_PATCH_BLOCK} if engine["kv_patch"] else {})
     assert out["files"] == {"user_config.json": to_nice_json(engine["user_config"], indent=2) + "\n",
                             "env.json": to_nice_json(engine["env"], indent=2) + "\n"}

@@ -92,12 +92,15 @@ def test_validate_and_plan_reject_the_same_job_ids_with_the_same_hint(job_id):
 
 
 def test_contract_facts_and_the_one_problem_format():
-    assert KV_PORT_FLOOR == {"800I_A2": 28000, "800I_A3": 36000}  # derived from the transport's random port range
+    # derived from the transport's random port range: 20000 + 1000 per NPU of the host
+    assert KV_PORT_FLOOR["800I_A2"] == 28000 and KV_PORT_FLOOR["800I_A3"] == 36000
+    assert KV_PORT_FLOOR["350-Atlas-4p-16"] == 36000 and KV_PORT_FLOOR["950-SuperPod-Atlas-8"] == 28000
     assert set(KV_PORT_FLOOR) == set(HARDWARE_NPUS)
     assert str(Problem("a.b", "is wrong", "fix it")) == "a.b: is wrong (fix it)"
     text = failure_text([Problem("a", "x", "y"), Problem("a", "x", "y"), "h1: disk: full (fix: free it)"],
                         [Problem("w", "odd", "hm")])
-    assert text.splitlines() == ["a: x (y)", "h1: disk: full (fix: free it)", "", "warnings:", "w: odd (hm)"]
+    assert text.splitlines() == ["1. a: x (y)", "2. h1: disk: full (fix: free it)", "", "warnings:",
+                                 "w: odd (hm)"]
     assert sorted(["p10", "p2", "p1"], key=natural_key) == ["p1", "p2", "p10"]
     assert render_table([{"a": 1, "b": None}], [("a", "A"), ("b", "BB")]).splitlines() == ["A  BB", "-  --", "1"]
 
@@ -191,12 +194,15 @@ def test_report_names_unfinished_hosts_and_layers_states(plan):
 
 def test_bundle_files_are_masked():
     config = json.dumps({"motor_controller_config": {"api_key": "s3cret"}})
-    read = {"logs": {"results": [{"item": {"Names": ["/job-p0-0"]}, "stdout": "hello token=abc", "stderr": ""}]},
+    read = {"job": {"logs": [{"name": "job-p0-0", "id": "abc", "stdout": "hello token=abc", "stderr": ""}],
+                    "engine": {"info": {"ServerVersion": "27.5.1"}}},
             "configs": {"results": [{"item": {"path": "/etc/pymotor/job/job-p0-0/user_config.json"},
                                      "content": base64.b64encode(config.encode()).decode()}]},
-            "npu_smi": {"stdout": "npu ok"}, "docker_info": {"stdout": "info"}}
+            "npu_smi": {"stdout": "npu ok"}}
     files = {f["path"]: f["text"] for f in host_files(copy.deepcopy(read), "/etc/pymotor/")}
     assert set(files) == {"logs/job-p0-0.log", "configs/job/job-p0-0/user_config.json", "npu-smi-info.txt",
                           "docker-info.txt"}
     assert "s3cret" not in files["configs/job/job-p0-0/user_config.json"] and "********" in files[
         "configs/job/job-p0-0/user_config.json"]
+    assert files["logs/job-p0-0.log"].startswith("hello")
+    assert '"ServerVersion": "27.5.1"' in files["docker-info.txt"]

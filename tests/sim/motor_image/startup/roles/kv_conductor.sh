@@ -9,7 +9,10 @@ if [ ! -x "$conductor_bin" ]; then
   exit 1
 fi
 export CONDUCTOR_CONFIG_PATH="$CONFIG_PATH/kv_conductor_config.json"
-python3 "$CONFIGMAP_PATH/mooncake_config.py" conductor "$USER_CONFIG_PATH" "$CONDUCTOR_CONFIG_PATH"
+# As PyMotor's kv_conductor.sh: output path first; a failure (no lib.utils on the path, say) is not fatal,
+# the conductor then runs without its config (default port 13333, no kvevent_instance).
+python3 "$CONFIGMAP_PATH/mooncake_config.py" conductor "$CONDUCTOR_CONFIG_PATH" "$USER_CONFIG_PATH" ||
+  echo "[boot] mooncake_config.py conductor failed: $conductor_bin runs without $CONDUCTOR_CONFIG_PATH" >&2
 echo "[boot] starting $conductor_bin (CONDUCTOR_CONFIG_PATH=$CONDUCTOR_CONFIG_PATH)"
-cat "$CONDUCTOR_CONFIG_PATH"
+cat "$CONDUCTOR_CONFIG_PATH" 2>/dev/null || true
 exec "$conductor_bin"

@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The URLs the day-2 verbs and the readiness waits talk to, with the TLS settings of each (pure, no I/O).
+
+PyMotor serves a port over https when the ``motor_deploy_config.tls_config`` section that covers it has
+``enable_tls`` (upstream ``motor/config/config_utils.py``; the servers load ``cert_file``/``key_file`` and trust
+``ca_file``): ``mgmt_tls_config`` covers the controller API, the coordinator's management port, the node managers
+and the engines' management ports (``/status``, ``/metrics``); ``infer_tls_config`` covers the coordinator's
+inference port and the engines' service ports. The Mooncake conductor serves plain http. Clients use the same
+CA / client certificate / key, as upstream's probe (``examples/deployer/probe/probe.py``) does.
+
+A target is ``{"url": ..., "tls": None | {"ca_file", "cert_file", "key_file", "check_hostname"}}``.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_urls
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import url_host
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config
+
+SECTIONS = {"mgmt": "mgmt_tls_config", "infer": "infer_tls_config"}
+
+
+def _enabled(value) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes", "on")
+
+
+def tls_settings(plan: dict, check_hostname: bool = True) -> dict:
+    """``{"mgmt": tls or None, "infer": tls or None}`` from the plan's user_config."""
+    deploy = (plan_user_config(plan or {}).get("motor_deploy_config") or {})
+    section = deploy.get("tls_config") if isinstance(deploy.get("tls_config"), dict) else {}
+    out = {}
+    for kind, key in SECTIONS.items():
+        cfg = section.get(key) if isinstance(section.get(key), dict) else {}
+        out[kind] = ({"ca_file": cfg.get("ca_file") or "", "cert_file": cfg.get("cert_file") or "",
+                      "key_file": cfg.get("key_file") or "", "check_hostname": bool(check_hostname)}
+                     if _enabled(cfg.get("enable_tls")) else None)
+    return out
+
+
+def target(ip, port, path="", tls=None) -> dict:
+    return {"url": "%s://%s:%s%s" % ("https" if tls else "http", url_host(str(ip)), port, path), "tls": tls}
+
+
+def service_targets(plan: dict, check_hostname: bool = True) -> dict:
+    """Every management / inference target of a job: ``controller``, ``coordinator`` (readiness), ``inference``
+    (chat completions), ``conductor`` (base URL), ``node_managers`` ``{container: target}``, ``engines``
+    ``{"<container>/<dp_rank>": target of /status}``, ``metrics`` ``{"<container>/<dp_rank>": [targets]}`` of the
+    KV-event publishing engines (PyMotor's management /metrics, then vLLM's on the service port) and ``tokenize``
+    (the first publishing engine's vLLM /tokenize)."""
+    tls = tls_settings(plan, check_hostname)
+    mgmt, infer = tls["mgmt"], tls["infer"]
+    controller = plan.get("controller") or {}
+    coordinator = plan.get("coordinator") or {}
+    conductor = plan.get("kv_conductor") or {}
+    events_role = (plan.get("kv_events") or {}).get("role")
+    out = {
+        "tls": tls,
+        "controller": target(controller.get("ip"), controller.get("api_port"), "/readiness", mgmt),
+        "coordinator": target(coordinator.get("ip"), coordinator.get("mgmt_port"), "/readiness", mgmt),
+        "inference": target(coordinator.get("ip"), coordinator.get("infer_port"), "/v1/chat/completions", infer),
+        "conductor": target(conductor.get("ip"), conductor.get("port")) if conductor else None,
+        "node_managers": {}, "engines": {}, "metrics": {}, "tokenize": None,
+    }
+    for c in plan.get("containers") or []:
+        if c.get("tier") != 2:
+            continue
+        out["node_managers"][c["name"]] = target(c["ip"], (c.get("port_map") or {}).get("node_manager"),
+                                                 "/node-manager/status", mgmt)
+        for ep in c.get("endpoints") or []:
+            key = "%s/%s" % (c["name"], ep["dp_rank"])
+            out["engines"][key] = target(c["ip"], ep.get("mgmt_port"), "/status", mgmt)
+            if events_role and c.get("role") == events_role:
+                out["metrics"][key] = [target(c["ip"], ep.get("mgmt_port"), "/metrics", mgmt),
+                                       target(c["ip"], ep.get("service_port"), "/metrics", infer)]
+                if out["tokenize"] is None:
+                    out["tokenize"] = target(c["ip"], ep.get("service_port"), "/tokenize", infer)
+    return out
+
+
+def uri_args(tgt) -> dict:
+    """The TLS arguments of ansible.builtin.uri / open_url for a target (empty for plain http)."""
+    tls = (tgt or {}).get("tls")
+    if not tls:
+        return {}
+    out = {"validate_certs": True}
+    if tls.get("ca_file"):
+        out["ca_path"] = tls["ca_file"]
+    if tls.get("cert_file") and tls.get("key_file"):
+        out.update(client_cert=tls["cert_file"], client_key=tls["key_file"])
+    return out
+
+
+def probe_args(plan: dict, settings: dict, check_hostname: bool = True) -> dict:
+    """The arguments of roles/motor_operations/files/motor_ops_probe.py: the targets it talks to (paths of the TLS
+    files as the tls_config sections name them: the probe runs inside a prefill container) and ``settings``
+    (model, model_path, block_size, prefixes, shared, unrelated, prefix_chars, seconds, max_tokens)."""
+    targets = service_targets(plan, check_hostname)
+    conductor = targets["conductor"]
+    out = dict(settings or {})
+    out.update(endpoints=kv_endpoint_urls(plan), coordinator=targets["inference"], tokenize=targets["tokenize"],
+               conductor=dict(conductor, url=conductor["url"] + "/query") if conductor else None,
+               engines=targets["metrics"])
+    return out

@@ -1,0 +1,36 @@
+"""Unit tests of plugins/plugin_utils/reconcile/not_ready.py: the message of a failed readiness wait."""
+
+from __future__ import annotations
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.not_ready import readiness_failure, tail_lines
+
+
+def test_tail_keeps_the_last_distinct_lines_cut_to_width():
+    log = "\n".join(["start"] + ["heartbeat ok"] * 50 + ["x" * 5000] + ["line %d" % i for i in range(30)])
+    got = tail_lines(log, limit=20, width=300)
+    assert got[0] == "(62 earlier or repeated line(s) left out)"
+    assert got[1:] == ["line %d" % i for i in range(10, 30)]
+    short = tail_lines("a\nb\na\n" + "y" * 400, limit=20, width=300)
+    assert short == ["(1 earlier or repeated line(s) left out)", "b", "a", "y" * 297 + "..."]
+
+
+def test_message_names_condition_cause_fix_then_each_container_once():
+    failed = {"check": "the KV conductor lists every prefill/union DP rank", "until": "endpoints",
+              "url": "http://10.0.0.2:13333/services", "last_answer": "HTTP 200 {...}; missing tcp://10.0.0.1:5558"}
+    item = {"host": "ctl", "name": "j-kv-conductor"}
+    results = [{"item": item, "stdout": "\n".join("request body %d %s" % (i, "z" * 900) for i in range(100)), "stderr": ""},
+               {"item": item, "stdout": "again", "stderr": ""}]
+    lines = readiness_failure(failed, results, 20)
+    assert lines[0].startswith('readiness: "the KV conductor lists every prefill/union DP rank" did not succeed')
+    assert "missing tcp://10.0.0.1:5558" in lines[1]
+    assert lines[2].startswith("likely cause: PyMotor's coordinator registers each rank with the conductor once")
+    assert lines[3].startswith("fix: restart the coordinator")
+    assert [ln for ln in lines if ln.startswith("-----")] == ["----- ctl/j-kv-conductor (last log lines)"]
+    assert len(lines) == 4 + 1 + 21 and all(len(ln) <= 300 for ln in lines)
+
+
+def test_tls_errors_point_at_the_tls_files():
+    failed = {"check": "the controller port answers", "until": "answers", "url": "https://c:2026/readiness",
+              "last_answer": "no answer (<urlopen error [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed>)"}
+    lines = readiness_failure(failed, [], 20)
+    assert lines[2].startswith("likely cause: TLS: the endpoint refused the handshake or its certificate")
