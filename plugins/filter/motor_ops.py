@@ -42,7 +42,7 @@ def motor_ops_kv_endpoints(plan, containers=None):
     """The KV-event endpoints of every publishing DP rank of the plan (only of the named containers if given)."""
     if containers is None:
         return kv_endpoint_urls(plan)
-    return [e["endpoint"] for e in expected_kv_endpoints(plan) if e["container"] in containers]
+    return [url for e in expected_kv_endpoints(plan) if e["container"] in containers for url in e["of"]]
 
 
 motor_ops_targets = service_targets  # Every URL of the job with its TLS settings.

@@ -18,10 +18,24 @@ def status_ok(body):
 
 
 def missing_endpoints(body, expected):
-    """The expected KV-event endpoints the conductor's ``GET /services`` answer does not list."""
+    """What the conductor's ``GET /services`` answer lacks of ``expected``: each entry is an endpoint (must be
+    listed) or ``{need, of, container}`` (at least ``need`` of the endpoints ``of`` listed: a pod whose DP ranks the
+    controller assigns in registration order). Returns the missing endpoints and ``<container>: k/need of a..b``."""
     services = body.get("services") if isinstance(body, dict) else None
     listed = set(s.get("Endpoint") for s in services or [] if isinstance(s, dict))
-    return [e for e in expected or [] if e not in listed]
+    missing = []
+    for entry in expected or []:
+        if isinstance(entry, dict):
+            choices = list(entry.get("of") or [])
+            have = len([e for e in choices if e in listed])
+            need = int(entry.get("need") or 0)
+            if have < need:
+                span = (choices[0] if len(choices) == 1 else "%s..%s" % (choices[0], choices[-1].rsplit(":", 1)[-1])
+                        if choices else "no endpoint")
+                missing.append("%s: %d/%d of %s" % (entry.get("container") or "?", have, need, span))
+        elif entry not in listed:
+            missing.append(entry)
+    return missing
 
 
 def condition_met(until, status, body, expected=None):

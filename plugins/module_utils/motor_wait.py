@@ -23,7 +23,7 @@ ARGUMENT_SPEC = dict(
         name=dict(type="str", required=True),
         url=dict(type="str", required=True),
         until=dict(type="str", required=True, choices=list(CONDITIONS)),
-        endpoints=dict(type="list", elements="str", default=[]),
+        endpoints=dict(type="list", elements="raw", default=[]),
         timeout=dict(type="int", default=300),
         waiting_for=dict(type="list", elements="str", default=[]),
         tls=dict(type="dict", options=dict(

@@ -55,9 +55,12 @@ options:
         required: true
         choices: [answers, ready, status_ok, endpoints]
       endpoints:
-        description: With C(until=endpoints), the endpoints that must all be listed.
+        description:
+          - With C(until=endpoints), what the KV conductor must list. Each entry is an endpoint (listed) or a dict
+            C(need), C(of), C(container), meaning at least C(need) of the endpoints C(of) listed (a pod of a multi-pod
+            instance, whose DP ranks the controller assigns in registration order).
         type: list
-        elements: str
+        elements: raw
         default: []
       timeout:
         description: Seconds this check may take.

@@ -73,11 +73,14 @@ def query_matches(answer):
 def conductor_names(services, expected):
     """``{"<instance_id>/dp<rank>": "<container>/<dp_rank>"}`` from the conductor's ``/services`` (its Endpoint)
     and the plan's expected KV endpoints (``expected_kv_endpoints``)."""
-    by_endpoint = {e["endpoint"]: "%s/%s" % (e["container"], e["dp_rank"]) for e in expected or []}
+    # a pod may bind the endpoint of any rank of its instance (ranks go in registration order): the conductor's
+    # DPRank says which one it got
+    by_endpoint = {url: e["container"] for e in expected or [] for url in e["of"]}
     out = {}
     for service in (services or {}).get("services") or []:
         if isinstance(service, dict) and service.get("Endpoint") in by_endpoint:
-            out["%s/dp%s" % (service.get("InstanceID"), service.get("DPRank"))] = by_endpoint[service["Endpoint"]]
+            out["%s/dp%s" % (service.get("InstanceID"), service.get("DPRank"))] = "%s/%s" % (
+                by_endpoint[service["Endpoint"]], service.get("DPRank"))
     return out
 
 

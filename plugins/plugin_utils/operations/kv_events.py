@@ -104,18 +104,24 @@ def kv_format_verdict(vllm_version=None, shapes=None) -> dict:
 
 
 def expected_kv_endpoints(plan: dict) -> list:
-    """``tcp://<ip>:<event base + global DP rank>`` of every publishing container (what the coordinator registers)."""
+    """What the conductor must list once every publishing pod registered: per publishing container,
+    ``{container, host, need, of}``: ``need`` (its DP ranks per pod) of the endpoints ``of``
+    (``tcp://<ip>:<event base + rank>`` for every rank of its instance). The real controller gives a pod its ranks in
+    registration order (upstream instance_assembler.py), so which ``need`` of them is not known in advance; pods of
+    one instance are on distinct hosts and the plan keeps other publishers' ranks off those ports."""
     events = (plan or {}).get("kv_events")
     if not events:
         return []
     out = []
     for container in plan.get("containers", []):
-        if container.get("role") == events.get("role"):
-            for rank in container.get("dp_ranks", []):
-                out.append({"container": container["name"], "host": container["host"], "dp_rank": rank,
-                            "endpoint": f"tcp://{container['ip']}:{events['endpoint_port'] + rank}"})
+        if container.get("role") == events.get("role") and container.get("dp_ranks"):
+            pool = container.get("rank_pool") or container.get("dp_ranks")
+            out.append({"container": container["name"], "host": container["host"],
+                        "need": len(container["dp_ranks"]),
+                        "of": [f"tcp://{container['ip']}:{events['endpoint_port'] + rank}" for rank in pool]})
     return out
 
 
 def kv_endpoint_urls(plan: dict) -> list:
-    return [e["endpoint"] for e in expected_kv_endpoints(plan)]
+    """Every endpoint a publishing rank may bind (what a listener subscribes to)."""
+    return [url for entry in expected_kv_endpoints(plan) for url in entry["of"]]

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import status_ok
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import missing_endpoints, status_ok
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.affinity import affinity_report, prefix_line
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
@@ -84,14 +84,15 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
                                  f"HTTP {got.get('status')} {got.get('json')}"))
 
     expected = expected_kv_endpoints(plan)
+    total = sum(e["need"] for e in expected)
     if plan.get("affinity") and plan.get("kv_conductor") and expected:
         services = (raw.get("services") or {}).get("services") or []
         listed = {s.get("Endpoint") for s in services if isinstance(s, dict)}
-        missing = [e["endpoint"] for e in expected if e["endpoint"] not in listed]
+        found = sum(min(e["need"], len([u for u in e["of"] if u in listed])) for e in expected)
+        missing = missing_endpoints(raw.get("services") or {}, expected)
         detail = (f"conductor /services unreadable ({raw['services_error']}): is the KV conductor running?"
                   if raw.get("services_error") else
-                  f"{len(expected) - len(missing)}/{len(expected)} registered"
-                  + (f", missing {', '.join(missing)}" if missing else ""))
+                  f"{found}/{total} registered" + (f", missing {'; '.join(missing)}" if missing else ""))
         checks.append(_check("conductor lists every prefill DP rank", "kv_conductor", not missing, detail))
 
     inference = raw.get("inference") or {}
@@ -103,13 +104,14 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
     affinity = None
     if expected:
         per = probe.get("endpoints") or {}
-        stored = sum(int((per.get(e["endpoint"]) or {}).get("block_stored", 0)) for e in expected)
+        urls = [url for e in expected for url in e["of"]]
+        stored = sum(int((per.get(url) or {}).get("block_stored", 0)) for url in urls)
         errors = sum(int((v or {}).get("decode_errors", 0)) for v in per.values())
         kv_events = {"block_stored": stored, "decode_errors": errors, "seconds": probe.get("seconds"),
-                     "endpoints": {e["endpoint"]: per.get(e["endpoint"]) or {} for e in expected}}
+                     "endpoints": {url: per.get(url) or {} for url in urls}}
         checks.append(_check("KV events flowing (BlockStored received)", "prefill publishers",
                              stored > 0 and not probe.get("error"),
-                             probe.get("error") or f"{stored} BlockStored from {len(expected)} publisher(s), "
+                             probe.get("error") or f"{stored} BlockStored from {total} publishing rank(s), "
                              f"{errors} undecodable message(s)"))
     if plan.get("affinity") and probe:
         affinity = affinity_report(probe, raw.get("services"), expected, min_affinity)

@@ -189,7 +189,7 @@ class ContainerBuilder:
             self.containers.append({
                 "name": name, "host": host.name, "ip": host.ip, "role": role, "job_name": job_name,
                 "instance": None, "pod": None, "tier": tier, "npu_ids": [], "devices": [],
-                "dp_ranks": [], "endpoints": [],
+                "dp_ranks": [], "rank_pool": [], "endpoints": [],
                 "env": self._env(role, host, name, job_name, extra),
                 "ports": sorted(plist), "port_map": port_map,
                 "user_config": json.loads(shared),
@@ -259,11 +259,11 @@ class ContainerBuilder:
             kec = ensure(engine_config, "kv_events_config")
             prefix = spec["events"]["endpoint"][0]
             kec["endpoint"] = f"{prefix}:{pod['kv_events']}"
-            plist.extend(pod["kv_events"] + r for r in pod["dp_ranks"])
+            plist.extend(pod["kv_events"] + r for r in pod["rank_pool"])
             port_map["kv_events"] = pod["kv_events"]
             if pod["kv_events_replay"] is not None:
                 kec["replay_endpoint"] = f"{spec['events']['replay'][0]}:{pod['kv_events_replay']}"
-                plist.extend(pod["kv_events_replay"] + r for r in pod["dp_ranks"])
+                plist.extend(pod["kv_events_replay"] + r for r in pod["rank_pool"])
                 port_map["kv_events_replay"] = pod["kv_events_replay"]
         endpoints = [
             {"dp_rank": rank, "local_index": i, "service_port": pod["engine_base"] + 2 * i,
@@ -274,7 +274,7 @@ class ContainerBuilder:
             "name": name, "host": host.name, "ip": host.ip, "role": role, "job_name": pod["job_name"],
             "instance": pod["instance"], "pod": pod["pod"], "tier": TIER_ENGINE, "npu_ids": list(pod["npu_ids"]),
             "devices": [f"/dev/davinci{n}:/dev/davinci{n}:rwm" for n in pod["npu_ids"]] + list(managers),
-            "dp_ranks": list(pod["dp_ranks"]), "endpoints": endpoints,
+            "dp_ranks": list(pod["dp_ranks"]), "rank_pool": list(pod["rank_pool"]), "endpoints": endpoints,
             "env": self._env(role, host, name, pod["job_name"], extra),
             "ports": sorted(plist), "port_map": port_map, "user_config": uc,
             "shm_size": None if ipc_mode == "host" else ENGINE_SHM_SIZE,

@@ -81,7 +81,7 @@ class Placement:
                     self.problems.append(Problem(
                         f"motor_deploy_config.{keys[0]}",
                         f"cannot place {role} instance {inst} ({spec['pods']} pods x {spec['npus']} contiguous NPUs on "
-                        f"distinct hosts{', no two publishing pods with the same DP ranks on one host' if role == self.events_role else ''}): {why}",
+                        f"distinct hosts{', no two publishing pods that may get the same DP rank on one host' if role == self.events_role else ''}): {why}",
                         f"add engine hosts, free NPUs, or lower the counts{self._availability()}"))
                     return
 
@@ -122,6 +122,7 @@ class Placement:
         resume = 0  # hosts before it are dead for this size or taken by this instance ...
         conflict_min = None  # ... except those skipped for a DP-rank clash, which a later pod may use
         job_name = spec["job_names"][inst]
+        pool = self._rank_pool(spec)  # the DP ranks any pod of the instance may get (registration order)
         while len(chosen) < spec["pods"]:
             pod = len(chosen)
             ranks = self._ranks(spec, pod)
@@ -134,7 +135,7 @@ class Placement:
                     skip[idx] = idx + 1  # never fits this size again: NPUs are only ever taken
                 elif idx in taken:
                     pass
-                elif publishing and any(r in host.event_ranks for r in ranks):
+                elif publishing and any(r in host.event_ranks for r in pool):
                     conflict_min = idx if conflict_min is None else min(conflict_min, idx)
                 else:
                     found = (host, start)
@@ -149,7 +150,7 @@ class Placement:
             for npu in npus:
                 host.free[npu] = False
             if publishing:
-                host.event_ranks.update(ranks)
+                host.event_ranks.update(pool)
             chosen.append(found)
             self._add_pod(role, inst, pod, host, npus, ranks, job_name)
         return True
@@ -160,7 +161,8 @@ class Placement:
     def _add_pod(self, role, inst, pod, host, npus, ranks, job_name):
         self.pods.append({
             "role": role, "instance": inst, "pod": pod, "host": host, "npu_ids": npus,
-            "dp_ranks": ranks, "job_name": job_name, "name": self._pod_name(role, inst, pod),
+            "dp_ranks": ranks, "rank_pool": self._rank_pool(self.engines[role]),
+            "job_name": job_name, "name": self._pod_name(role, inst, pod),
         })
 
     def _previous_entry(self, name, host=None):
@@ -206,7 +208,7 @@ class Placement:
                     slot = self._previous_slot(self._pod_name(role, inst, pod), count, align, engine_hosts)
                     if slot is None or any(slot[0] is s[0] for s in slots):
                         break
-                    if publishing and any(r in slot[0].event_ranks for r in self._ranks(spec, pod)):
+                    if publishing and any(r in slot[0].event_ranks for r in self._rank_pool(spec)):
                         break
                     slots.append(slot)
                 if len(slots) != spec["pods"]:
@@ -217,12 +219,21 @@ class Placement:
                     for npu in npus:
                         host.free[npu] = False
                     if publishing:
-                        host.event_ranks.update(ranks)
+                        host.event_ranks.update(self._rank_pool(spec))
                     self._add_pod(role, inst, pod, host, npus, ranks, spec["job_names"][inst])
 
     @staticmethod
     def _ranks(spec, pod):
+        """The DP ranks of pod ``pod`` when the pods register in index order (the endpoints' labels)."""
         return list(range(pod * spec["dpl"], (pod + 1) * spec["dpl"]))
+
+    @staticmethod
+    def _rank_pool(spec):
+        """Every DP rank a pod of the instance may get. The real controller gives a pod the next ``dpl`` ranks and
+        the master role in the order the pods register (upstream motor/controller/core/instance_assembler.py
+        ``id_offset = get_endpoints_num()``), not in pod-index order: KV-event ports (base + rank on the pod's host),
+        the one-publisher-per-rank-per-host rule and the conductor's expected endpoints use this pool."""
+        return list(range(spec["pods"] * spec["dpl"]))
 
     def place_control(self):
         hosts = self.control_hosts

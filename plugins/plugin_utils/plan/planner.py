@@ -292,7 +292,8 @@ class Planner(SGLangPlan, Placement, PortAssignment, ContainerBuilder):  # pylin
                     "role": role, "instance": inst, "job_name": spec["job_names"][inst],
                     "dp": spec["dp"], "dp_local_per_pod": spec["dpl"], "npus_per_pod": spec["npus"],
                     "pods": [{"pod": p["pod"], "host": p["host"].name, "ip": p["host"].ip, "container": p["name"],
-                              "npu_ids": list(p["npu_ids"]), "dp_ranks": list(p["dp_ranks"])} for p in pods],
+                              "npu_ids": list(p["npu_ids"]), "dp_ranks": list(p["dp_ranks"]),
+                              "rank_pool": list(p["rank_pool"])} for p in pods],
                 })
         coord = self.control["coordinator"]
         ctrl = self.control["controller"]

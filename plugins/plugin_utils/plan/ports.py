@@ -216,16 +216,15 @@ class PortAssignment:
                         pod[label] = port
                 if own_events is None:
                     continue
-                first = pod["dp_ranks"][0]
+                width = len(pod["rank_pool"])  # base + any rank of the instance: registration order decides
                 events = [("kv_events", own_events["endpoint"])]
                 if own_events["replay"] is not None:
                     events.append(("kv_events_replay", own_events["replay"]))
                 for label, (_prefix, preferred) in events:
                     base = self._previous_port(name, label, host)
-                    port = self._keep_port([host], None if base is None else base + first, spec["dpl"],
-                                           preferred + first, {host.name: name})
+                    port = self._keep_port([host], base, width, preferred, {host.name: name})
                     if port is not None:
-                        pod[label] = port - first
+                        pod[label] = port
 
     def _engine_port_prefs(self, role, warn=False):
         """Preferred ports of an engine role; ``warn`` records the raised-kv_port warning (once per role).
@@ -300,7 +299,7 @@ class PortAssignment:
             if pod["role"] != self.events_role:
                 continue
             host = pod["host"]
-            for rank in pod["dp_ranks"]:
+            for rank in pod["rank_pool"]:
                 host.take(base + rank, 1, pod["name"])
                 if replay is not None:
                     host.take(self.shared_ports["kv_events_replay"] + rank, 1, pod["name"])
@@ -382,19 +381,18 @@ class PortAssignment:
             if "engine_base" not in pod:
                 pod["engine_base"] = self._alloc(host, prefs["engine_base"], 2 * spec["dpl"], name, "engine base_port",
                                                  sources["engine_base"])
-            first = pod["dp_ranks"][0]
+            width = len(pod["rank_pool"])  # base + any rank of the instance: registration order decides
             if role == self.events_role:
                 pod["kv_events"] = self.shared_ports["kv_events"]
                 pod["kv_events_replay"] = self.shared_ports.get("kv_events_replay")
             elif own_events is not None:
                 if "kv_events" not in pod:
-                    start = self._alloc(host, own_events["endpoint"][1] + first, spec["dpl"], name, "kv events")
-                    pod["kv_events"] = start - first
+                    pod["kv_events"] = self._alloc(host, own_events["endpoint"][1], width, name, "kv events")
                 if own_events["replay"] is None:
                     pod["kv_events_replay"] = None
                 elif "kv_events_replay" not in pod:
-                    start = self._alloc(host, own_events["replay"][1] + first, spec["dpl"], name, "kv events replay")
-                    pod["kv_events_replay"] = start - first
+                    pod["kv_events_replay"] = self._alloc(host, own_events["replay"][1], width, name,
+                                                          "kv events replay")
             else:
                 pod["kv_events"] = None
                 pod["kv_events_replay"] = None

@@ -74,7 +74,7 @@ def readiness_checks(plan: dict, timeouts: dict) -> list:
     if tracks_ranks(plan):
         checks.append(_check("the KV conductor lists every prefill/union DP rank", "endpoints", _services(targets),
                              timeouts["ready"], ["kv_conductor", "coordinator", "prefill", "union"],
-                             endpoints=[e["endpoint"] for e in expected_kv_endpoints(plan)]))
+                             endpoints=expected_kv_endpoints(plan)))
     return checks
 
 
@@ -88,7 +88,7 @@ def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -
         names = [c["name"] for c in members]
         checks.append(_check("the KV conductor lists the DP ranks of %s" % instance["job_name"], "endpoints",
                              _services(targets), timeouts["ready"], ["kv_conductor"],
-                             endpoints=[e["endpoint"] for e in expected_kv_endpoints(plan) if e["container"] in names]))
+                             endpoints=[e for e in expected_kv_endpoints(plan) if e["container"] in names]))
     checks.append(_check("the coordinator reports ready", "ready", targets["coordinator"], timeouts["ready"],
                          ["coordinator"]))
     return checks

@@ -24,6 +24,11 @@ from ansible_collections.pymotor.ascend.plugins.module_utils import motor_wait a
     ("endpoints", 200, {"services": [{"Endpoint": "tcp://a:1"}]}, ["tcp://a:1", "tcp://b:2"], False),
     ("endpoints", 200, {"services": None}, [], True),
     ("endpoints", -1, None, [], False),
+    # a pod of a multi-pod instance: 2 of its 4 possible endpoints (DP ranks in registration order)
+    ("endpoints", 200, {"services": [{"Endpoint": "tcp://a:3"}, {"Endpoint": "tcp://a:4"}]},
+     [{"container": "p0-1", "need": 2, "of": ["tcp://a:1", "tcp://a:2", "tcp://a:3", "tcp://a:4"]}], True),
+    ("endpoints", 200, {"services": [{"Endpoint": "tcp://a:3"}, {"Endpoint": "tcp://b:4"}]},
+     [{"container": "p0-1", "need": 2, "of": ["tcp://a:1", "tcp://a:2", "tcp://a:3", "tcp://a:4"]}], False),
 ])
 def test_condition_met(until, status, body, expected, met):
     assert mh.condition_met(until, status, body, expected) is met
@@ -115,3 +120,9 @@ def test_the_action_validates_its_arguments_like_a_module():
     good = ArgumentSpecValidator(mw.ARGUMENT_SPEC).validate({"checks": [{"name": "x", "url": "u", "until": "ready"}]})
     assert not good.error_messages
     assert good.validated_parameters["checks"][0]["timeout"] == 300 and good.validated_parameters["interval"] == 0.5
+
+
+def test_missing_endpoints_names_the_pod_and_its_range():
+    expected = ["tcp://x:9", {"container": "p0-1", "need": 2, "of": ["tcp://a:1", "tcp://a:2", "tcp://a:3"]}]
+    body = {"services": [{"Endpoint": "tcp://a:2"}]}
+    assert mh.missing_endpoints(body, expected) == ["tcp://x:9", "p0-1: 1/2 of tcp://a:1..3"]

@@ -155,3 +155,27 @@ def test_status_rows_and_table():
     table = status_table(rows)
     assert table.splitlines()[0].split() == ["HOST", "ROLE", "CONTAINER", "STATE", "UPTIME", "RESTARTS", "PORTS", "NPUS"]
     assert status_table([]) == "no container of this job on the hosts"
+
+
+def test_verify_multi_pod_instance_any_registration_order():
+    """A 2-pod prefill instance (DP 4): verify passes whichever pod registered first, and names the pod that lacks
+    its ranks."""
+    multi = plan()
+    pod0 = multi["containers"][1]
+    pod1 = dict(pod0, name="j-p0-1", ip="10.0.0.3", dp_ranks=[2, 3],
+                endpoints=[{"dp_rank": r, "mgmt_port": 10001 + 2 * i} for i, r in enumerate((2, 3))])
+    multi["containers"][1:2] = [dict(pod0, rank_pool=[0, 1, 2, 3]), dict(pod1, rank_pool=[0, 1, 2, 3])]
+    for first, second in (("10.0.0.1", "10.0.0.3"), ("10.0.0.3", "10.0.0.1")):
+        raw = good_raw()
+        raw["containers"]["j-p0-1"] = dict(raw["containers"]["j-p0-0"])
+        raw["node_managers"]["j-p0-1"] = raw["node_managers"]["j-p0-0"]
+        raw["engines"].update({f"j-p0-1/{r}": {"status": 200, "json": {"status": "normal"}} for r in (2, 3)})
+        raw["services"] = {"services": [{"Endpoint": f"tcp://{first}:{5557 + r}"} for r in (0, 1)]
+                           + [{"Endpoint": f"tcp://{second}:{5557 + r}"} for r in (2, 3)]}
+        raw["probe"]["endpoints"] = {f"tcp://{second}:5560": {"block_stored": 2, "decode_errors": 0}}
+        report = verify_report(multi, raw)
+        assert report["passed"], [c for c in report["checks"] if not c["ok"]]
+        assert report["kv_events"]["block_stored"] == 2
+    raw["services"]["services"] = raw["services"]["services"][:2]
+    check = next(c for c in verify_report(multi, raw)["checks"] if c["check"] == "conductor lists every prefill DP rank")
+    assert not check["ok"] and check["detail"] == "2/4 registered, missing j-p0-0: 0/2 of tcp://10.0.0.1:5557..5560"

@@ -10,10 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import condition_met, missing_endpoints
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hosts import misspelt_host_vars
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, Planner, build_plan, placement_of
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import readiness_checks
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_table, weight_dir
 
 
@@ -390,18 +393,51 @@ def test_affinity_keeps_publishing_pods_with_same_ranks_apart():
 
 
 def test_affinity_multi_pod_ranks_and_event_ports():
+    # The real controller gives a pod its DP ranks in registration order (upstream instance_assembler.py): any pod
+    # of a 2-pod DP-4 prefill instance may bind base+0..base+3, so no two publishing pods share a host.
     cfg = contract_config(roles={"prefill": (2, 2, 4, 4), "decode": (1, 1, 8, 8)}, affinity=True, pool=True)
-    hosts = inventory(engine=3, control=1)
+    with pytest.raises(MotorPlanError, match="no two publishing pods that may get the same DP rank on one host"):
+        build_plan(cfg, inventory(engine=3, control=1))  # used to pack p1-1 (ranks 2-3) next to p0-0 (0-1) on e1
+    hosts = inventory(engine=5, control=1)
     plan = build_plan(cfg, hosts)
     assert_invariants(plan, hosts)
     conts = by_name(plan)
-    # p0 pods 0/1 on e1/e2 with ranks 0-1 / 2-3; p1 pod 0 (ranks 0-1) cannot join p0 pod 0 -> e2,
-    # p1 pod 1 (ranks 2-3) fits next to p0 pod 0 on e1; decode takes all of e3
-    assert [conts[n]["host"] for n in ("job-p0-0", "job-p0-1", "job-p1-0", "job-p1-1", "job-d0-0")] == ["e1", "e2", "e2", "e1", "e3"]
-    assert conts["job-p0-1"]["dp_ranks"] == [2, 3]
-    assert conts["job-p0-1"]["ports"].count(5559) == 1 and 5560 in conts["job-p0-1"]["ports"]
+    prefill = ("job-p0-0", "job-p0-1", "job-p1-0", "job-p1-1")
+    assert len({conts[n]["host"] for n in prefill}) == 4
+    assert conts["job-d0-0"]["host"] not in {conts[n]["host"] for n in prefill}
+    for name in prefill:
+        assert conts[name]["rank_pool"] == [0, 1, 2, 3]
+        assert {5557, 5558, 5559, 5560} <= set(conts[name]["ports"])  # reserved whatever ranks it gets
+    assert conts["job-p0-1"]["dp_ranks"] == [2, 3]  # the labels if the pods register in index order
     assert conts["job-p0-1"]["endpoints"][0] == {"dp_rank": 2, "local_index": 0, "service_port": 10000, "mgmt_port": 10001}
-    assert conts["job-p1-0"]["port_map"]["engine_base"] == 10004  # shares e2 with job-p0-1
+    expected = {e["container"]: e for e in expected_kv_endpoints(plan)}
+    ip = conts["job-p0-1"]["ip"]
+    assert expected["job-p0-1"] == {"container": "job-p0-1", "host": conts["job-p0-1"]["host"], "need": 2,
+                                    "of": [f"tcp://{ip}:{port}" for port in (5557, 5558, 5559, 5560)]}
+
+
+def test_multi_pod_events_readiness_any_registration_order():
+    """Whichever pod registers first, the conductor's endpoints satisfy the readiness check and verify's check;
+    a pod missing its ranks does not."""
+    cfg = contract_config(roles={"prefill": (1, 2, 4, 4), "decode": (1, 2, 4, 4)}, affinity=True)
+    hosts = inventory(engine=3, control=1)
+    plan = build_plan(cfg, hosts)
+    conts = by_name(plan)
+    pods = ["job-p0-0", "job-p0-1"]
+    base = plan["kv_events"]["endpoint_port"]
+
+    def services(order):
+        """/services after the pods registered in ``order``: the k-th gets ranks 2k, 2k+1 (id_offset)."""
+        return {"services": [{"Endpoint": f"tcp://{conts[name]['ip']}:{base + 2 * k + r}", "DPRank": 2 * k + r}
+                             for k, name in enumerate(order) for r in range(2)]}
+
+    check = next(c for c in readiness_checks(plan, {"ready": 5, "port": 5}) if c["until"] == "endpoints")
+    for order in (pods, pods[::-1]):
+        assert condition_met("endpoints", 200, services(order), check["endpoints"]), order
+    partial = {"services": services(pods[::-1])["services"][:2]}
+    assert not condition_met("endpoints", 200, partial, check["endpoints"])
+    assert missing_endpoints(partial, check["endpoints"]) == [
+        f"job-p0-0: 0/2 of tcp://{conts['job-p0-0']['ip']}:{base}..{base + 3}"]
 
 
 def test_event_base_moves_for_everyone_when_reserved():
@@ -409,12 +445,12 @@ def test_event_base_moves_for_everyone_when_reserved():
     hosts = inventory(engine=2, control=1, e2={"motor_reserved_ports": [5558]})
     plan = build_plan(cfg, hosts)
     assert_invariants(plan, hosts)
-    # pod 1 has rank 1 -> 5557+1 = 5558 reserved on e2 -> base 5558 for all, so rank 1 binds 5559
-    assert plan["kv_events"]["endpoint_port"] == 5558
+    # either pod may get rank 0 or 1 (registration order): base 5557 or 5558 would put a rank on 5558, reserved on e2
+    assert plan["kv_events"]["endpoint_port"] == 5559
     for cont in plan["containers"]:
         uc = cont["user_config"]
-        assert uc["motor_engine_prefill_config"]["engine_config"]["kv_events_config"]["endpoint"] == "tcp://*:5558"
-        assert uc["motor_coordinator_config"]["prefill_kv_event_config"]["endpoint"] == "tcp://*:5558"
+        assert uc["motor_engine_prefill_config"]["engine_config"]["kv_events_config"]["endpoint"] == "tcp://*:5559"
+        assert uc["motor_coordinator_config"]["prefill_kv_event_config"]["endpoint"] == "tcp://*:5559"
 
 
 def test_non_publishing_events_shift_per_container():
