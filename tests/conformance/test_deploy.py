@@ -1,8 +1,8 @@
 """deploy.yml with the seed configs on the simulated cluster (tests/sim/simctl.py) and the conformance image with the
 real conductor: the REAL controller, coordinator, node managers (fake engines) and Mooncake conductor must come up
-through upstream's own startup scripts. Tests failing because of known deploy-side gaps are xfail(strict=True) with
-the reason (fidelity review numbers from ../shared/reference/fidelity-review.md); an XPASS means the gap is fixed
-and the mark must go."""
+through upstream's own startup scripts. No xfail: the deploy-side gaps this suite found (flat role scripts, the
+conductor's lib.utils import, the MultiConnector patch on restart; ../shared/reference/fidelity-review.md) are fixed
+and any regression fails here."""
 
 from __future__ import annotations
 
@@ -26,13 +26,6 @@ import support  # noqa: E402
 
 SEEDS = {"pd_separation": "examples/seed_pd_separation", "pd_hybrid": "examples/seed_pd_hybrid"}
 READY_TIMEOUT = 150  # the real control plane is ready ~20 s after its containers start
-
-FLAT_LAYOUT = ("fidelity #1: upstream boot.sh sources $SCRIPT_DIR/<role>.sh (startup/boot.sh:17-32) but the collection "
-               "keeps them under roles/ (plugins/module_utils/motor_configmap.py wanted_files): every container "
-               "exits 1 at boot, so nothing comes up")
-CONDUCTOR_CONFIG = ("fidelity #3: mooncake_config.py conductor imports lib.utils from two directories up "
-                    "(startup/mooncake_config.py:109-110), absent from the rendered config dir: no "
-                    "kv_conductor_config.json, the conductor ignores the planned port")
 
 
 def http(url: str, body: dict | None = None, timeout: float = 10) -> tuple[int, object]:
@@ -142,18 +135,15 @@ def _explain(c: Cluster) -> str:
             f"{c.logs('kv-conductor', 20)}")
 
 
-@pytest.mark.xfail(strict=True, reason=FLAT_LAYOUT)
 def test_deploy_succeeds(cluster):
     assert cluster.deploys[0].returncode == 0, _explain(cluster)
 
 
-@pytest.mark.xfail(strict=True, reason=FLAT_LAYOUT)
 def test_coordinator_ready(cluster):
     status, body = http(f"http://{cluster.control()['ip']}:1026/readiness")
     assert status == 200 and isinstance(body, dict) and body.get("ready") is True, f"{status} {body}"
 
 
-@pytest.mark.xfail(strict=True, reason=f"{FLAT_LAYOUT}; then {CONDUCTOR_CONFIG}")
 def test_conductor_lists_every_prefill_rank(cluster):
     user = json.loads((cluster.config / "user_config.json").read_text())
     section = "motor_engine_prefill_config" if cluster.seed == "pd_separation" else "motor_engine_union_config"
@@ -165,7 +155,6 @@ def test_conductor_lists_every_prefill_rank(cluster):
     assert len(ranks) >= dp, f"{ranks} (dp {dp})"
 
 
-@pytest.mark.xfail(strict=True, reason=FLAT_LAYOUT)
 def test_chat_through_real_pd_path_with_affinity(cluster):
     base = f"http://{cluster.control()['ip']}:1025/v1/chat/completions"
     prefix = "You are a careful assistant. " * 40  # several KV blocks of shared prefix
@@ -177,14 +166,12 @@ def test_chat_through_real_pd_path_with_affinity(cluster):
     assert "matched:" in cluster.logs("coordinator", 400), "no select_endpoint ... matched:N in the coordinator log"
 
 
-@pytest.mark.xfail(strict=True, reason=FLAT_LAYOUT)
 def test_rerun_changes_nothing(cluster):
     _needs_first_deploy(cluster)
     result = cluster.deploy()
     assert result.returncode == 0 and support.recap_changed(result.stdout) == 0, result.stdout[-3000:]
 
 
-@pytest.mark.xfail(strict=True, reason=FLAT_LAYOUT)
 def test_scale_prefill_out_and_in(cluster):
     _needs_first_deploy(cluster)
     for count in (2, 1):
@@ -195,7 +182,7 @@ def test_scale_prefill_out_and_in(cluster):
 
 
 @pytest.mark.parametrize("verb", [
-    pytest.param("verify.yml", marks=pytest.mark.xfail(strict=True, reason=FLAT_LAYOUT)),
+    "verify.yml",
     # status, stop and destroy report or act on whatever is there: they pass on a broken cluster too
     "status.yml", "stop.yml", "destroy.yml"])
 def test_day2_verbs(cluster, verb):

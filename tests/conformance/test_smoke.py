@@ -98,15 +98,25 @@ def test_real_control_plane_serves_through_pd(conformance_image, tmp_path):
         assert ready.get("ready") is True, f"coordinator not ready: {ready}\n{logs('coord')[-3000:]}\n" \
                                            f"{logs('ctl')[-3000:]}\n{logs('p0')[-2000:]}"
         time_to_ready = time.monotonic() - started
-        status, answer = get_json(f"{base}:1025/v1/chat/completions", {
-            "model": "smoke-model", "messages": [{"role": "user", "content": "hello real coordinator"}],
-            "max_tokens": 8}, timeout=60)
-        assert status == 200, f"{answer}\n{logs('coord')[-3000:]}\n{logs('d0')[-2000:]}"
-        assert answer["choices"][0]["message"]["content"].startswith("conformance decode"), answer
+        # Upstream's dispatch (router/dispatch.py) serves a PD job as single-node while its own instance view has
+        # the P but not yet the D instance, and that view can lag the /readiness answer on a loaded machine: the
+        # P/D path must be taken within 60 s, and from then on.
+        deadline, fallbacks = time.monotonic() + 60, 0
+        while True:
+            status, answer = get_json(f"{base}:1025/v1/chat/completions", {
+                "model": "smoke-model", "messages": [{"role": "user", "content": "hello real coordinator"}],
+                "max_tokens": 8}, timeout=60)
+            assert status == 200, f"{answer}\n{logs('coord')[-3000:]}\n{logs('d0')[-2000:]}"
+            content = answer["choices"][0]["message"]["content"]
+            if not content.startswith("conformance prefill") or time.monotonic() > deadline:
+                break
+            fallbacks += 1
+            time.sleep(2)
+        assert content.startswith("conformance decode"), f"{answer} after {fallbacks} single-node fallback(s)"
         assert "metaserver hand-off answered" in logs("d0"), logs("d0")[-3000:]
         prefill_log = logs("p0")
         assert '"max_tokens": 1' in prefill_log and '"do_remote_decode": true' in prefill_log, prefill_log[-3000:]
-        print(f"real control plane ready in {time_to_ready:.1f} s")
+        print(f"real control plane ready in {time_to_ready:.1f} s ({fallbacks} single-node fallback(s) before P/D)")
     finally:
         for name in ("ctl", "coord", "p0", "d0"):
             docker("rm", "-f", f"{PREFIX}-{name}", check=False)
