@@ -139,10 +139,33 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
     return work
 
 
-def step_list(result: dict, steps: list) -> list:
-    """The steps every host runs in order: the removal first when there is one, then the tier steps."""
+def engine_step_waits(plan: dict, timeouts: dict) -> list:
+    """The motor_wait checks run once before the first step that starts engines without the control plane: the
+    controller, the coordinator and the KV conductor answer. Upstream's controller pushes an assembled instance to
+    the coordinator once (a coordinator still starting misses it and never reports ready), the coordinator
+    registers each prefill DP rank with the conductor once, and a node manager that cannot reach the controller
+    gives up after 5 heartbeats: engines that come up before the control plane listens are lost to it."""
+    targets = service_targets(plan)
+    checks = [_check("the controller answers before the engines start", "answers", targets["controller"],
+                     timeouts["port"], ["controller"])]
+    if targets.get("coordinator"):
+        checks.append(_check("the coordinator answers before the engines start", "answers", targets["coordinator"],
+                             timeouts["port"], ["coordinator"]))
+    if tracks_ranks(plan):
+        checks.append(_check("the KV conductor answers before the engines start", "answers", _services(targets),
+                             timeouts["port"], ["kv_conductor"]))
+    return checks
+
+
+def step_list(result: dict, steps: list, waits: list | None = None) -> list:
+    """The steps every host runs in order: the removal first when there is one, then the tier steps. The first step
+    that starts engines (tier 2) without the control plane (tier 1) carries ``wait``: ``waits``, checked once on the
+    controller before the step (when one step starts both, a host runs them in tier order itself)."""
     named = [{"tiers": [], "name": "remove what must go first"}] if any((result.get("first") or {}).values()) else []
     named += [{"tiers": tiers, "name": "tiers " + ", ".join(str(t) for t in tiers)} for tiers in steps]
+    first_engines = next((step for step in named if 2 in step["tiers"]), None)
+    if first_engines is not None and 1 not in first_engines["tiers"] and waits:
+        first_engines["wait"] = list(waits)
     return [dict(step, index=i) for i, step in enumerate(named)]
 
 
@@ -190,7 +213,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     conductor = service_targets(plan)["conductor"]
     decision.update({
         "reconcile": result,
-        "steps": step_list(result, steps),
+        "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
         "work": host_work(plan, result, judged, steps, startup),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),

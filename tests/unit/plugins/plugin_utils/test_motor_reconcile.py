@@ -280,6 +280,27 @@ def test_seed_plan_starts_the_control_plane_in_one_step():
     assert reconcile(make_plan(), parts_of(make_plan()), {})["tier_steps"] == [[0, 1], [2]]
 
 
+def test_engines_wait_for_the_control_plane_to_answer_when_they_start_in_a_later_step():
+    """Upstream's controller pushes an assembled instance to the coordinator once: engines that come up while the
+    coordinator is still starting are never served. The first engine step without tier 1 waits for the controller,
+    the coordinator and the KV conductor to answer; a step starting both runs them in tier order, without a wait."""
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import engine_step_waits, step_list
+
+    plan = make_plan()
+    waits = engine_step_waits(plan, {"port": 30, "ready": 300})
+    assert [c["name"] for c in waits] == ["the controller answers before the engines start",
+                                          "the coordinator answers before the engines start",
+                                          "the KV conductor answers before the engines start"]
+    assert {c["until"] for c in waits} == {"answers"} and {c["timeout"] for c in waits} == {30}
+    assert waits[1]["url"] == "http://%s:%s/readiness" % (plan["coordinator"]["ip"], plan["coordinator"]["mgmt_port"])
+    steps = step_list({"first": {}}, [[0, 1], [2]], waits)
+    assert "wait" not in steps[0] and steps[1]["wait"] == waits
+    assert all("wait" not in s for s in step_list({"first": {}}, [[0, 1, 2]], waits))
+    assert all("wait" not in s for s in step_list({"first": {}}, [[0, 1]], waits))  # no engine starts
+    removal_first = step_list({"first": {"h1": ["x"]}}, [[2]], waits)
+    assert "wait" not in removal_first[0] and removal_first[1]["wait"] == waits
+
+
 def test_spec_digest_leaves_its_input_alone_and_masks_like_a_deep_copy():
     """spec_digest copies only the levels it changes (a deep copy of Ansible's lazy containers was slow); the
     digest is the one of a deep copy with the counts removed, and the plan entry keeps its counts."""
