@@ -6,12 +6,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import ansible_env
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -19,16 +19,7 @@ BIN = Path(sys.executable).parent
 
 def run_plan(tmp_path, *extra):
     output = tmp_path / "out" / "plan.json"
-    env = dict(os.environ)
-    env.update({
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".build" / "collections"),
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-        "ANSIBLE_HOME": str(tmp_path / "ansible_home"),
-        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-    })
+    env = ansible_env(tmp_path)
     cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventories" / "example" / "hosts.yml"),
            str(REPO / "playbooks" / "plan.yml"), "-e", f"motor_plan_output={output}", *extra]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)

@@ -9,12 +9,12 @@ another mode), and neither the output nor the diff shows them."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import ansible_env
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -40,16 +40,7 @@ def seeded_config(config_dir: Path) -> None:
 
 
 def run_plan(tmp_path: Path, config_dir: Path, output: Path, *extra: str):
-    env = dict(os.environ)
-    env.update({
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".build" / "collections"),
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-        "ANSIBLE_HOME": str(tmp_path / "ansible_home"),
-        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-    })
+    env = ansible_env(tmp_path)
     cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventories" / "example" / "hosts.yml"),
            str(REPO / "playbooks" / "plan.yml"), "-e", f"motor_config_dir={config_dir}",
            "-e", f"motor_plan_output={output}", *extra]

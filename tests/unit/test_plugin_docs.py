@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import ansible_env
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -23,14 +23,7 @@ COLLECTION = "pymotor.ascend"
 
 
 def ansible_doc(*args: str) -> str:
-    env = dict(os.environ)
-    env.update({
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".build" / "collections"),
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-    })
+    env = ansible_env()
     proc = subprocess.run([str(BIN / "ansible-doc"), *args], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
