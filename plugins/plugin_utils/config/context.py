@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import posixpath
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import ENGINE_CONFIG_PATH_RE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem, ProblemsError
@@ -134,6 +135,21 @@ def int_in(ctx, parent, key, path, low, high=None, hint="", default=MISSING):
 def str_or_none(ctx, parent, key, path, required=False, hint=""):
     """Return ``parent[key]`` if it is a string; report a wrong type or a missing key."""
     return _typed(ctx, parent, key, path, "string", required, hint)
+
+
+def check_model_path(ctx, model, path, weight_path):
+    """An engine's weights directory (``model`` at ``path``, None when absent or mistyped): absolute, and under
+    ``weight_mount_path`` (the only host directory the containers mount), else a warning."""
+    if model is None:
+        return
+    if not model.startswith("/"):
+        ctx.error(path, "%s is not an absolute path" % describe(model),
+                  "use the weight directory's absolute path, under weight_mount_path")
+    elif isinstance(weight_path, str) and weight_path.startswith("/"):
+        root = posixpath.normpath(weight_path)
+        if posixpath.commonpath([root, posixpath.normpath(model)]) != root:
+            ctx.warn(path, "%s is not under weight_mount_path %s" % (model, weight_path),
+                     "containers mount only weight_mount_path; make sure the model is reachable there")
 
 
 def suggest(key, known):

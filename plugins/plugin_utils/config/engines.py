@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 import json
-import posixpath
-
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.coerce import coerce_engine_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import (
     MISSING,
     canonical_key,
+    check_model_path,
     describe,
     dict_or_none,
     int_in,
@@ -88,14 +87,7 @@ def _check_model(ctx, engine_config, path, weight_path):
         ctx.error(path + ".served_model_name", "must not be empty", "the name clients send as 'model'")
     model = str_or_none(ctx, engine_config, "model", path + ".model", required=True,
                         hint="absolute path of the weights inside the container")
-    if model is not None and not model.startswith("/"):
-        ctx.error(path + ".model", "%s is not an absolute path" % describe(model),
-                  "use the weight directory's absolute path, under weight_mount_path")
-    elif model is not None and isinstance(weight_path, str) and weight_path.startswith("/"):
-        root = posixpath.normpath(weight_path)
-        if posixpath.commonpath([root, posixpath.normpath(model)]) != root:
-            ctx.warn(path + ".model", "%s is not under weight_mount_path %s" % (model, weight_path),
-                     "containers mount only weight_mount_path; make sure the model is reachable there")
+    check_model_path(ctx, model, path + ".model", weight_path)
     return name, model
 
 

@@ -12,9 +12,8 @@ the coordinator the prefill's ``disaggregation_bootstrap_port``.
 
 from __future__ import annotations
 
-import posixpath
-
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import (
+    check_model_path,
     describe,
     int_in,
     join_path,
@@ -40,14 +39,7 @@ def _check_model(ctx, engine_config, path, weight_path):
         ctx.warn(path + ".model", "read as model-path (SGLang's alias)", 'write "model-path"')
     model = str_or_none(ctx, engine_config, "model_path", path + ".model_path", required=True,
                         hint='SGLang reads the weights from "model-path": the absolute directory in the container')
-    if model is not None and not model.startswith("/"):
-        ctx.error(path + ".model_path", "%s is not an absolute path" % describe(model),
-                  "use the weight directory's absolute path, under weight_mount_path")
-    elif model is not None and isinstance(weight_path, str) and weight_path.startswith("/"):
-        root = posixpath.normpath(weight_path)
-        if posixpath.commonpath([root, posixpath.normpath(model)]) != root:
-            ctx.warn(path + ".model_path", "%s is not under weight_mount_path %s" % (model, weight_path),
-                     "containers mount only weight_mount_path; make sure the model is reachable there")
+    check_model_path(ctx, model, path + ".model_path", weight_path)
     name = str_or_none(ctx, engine_config, "served_model_name", path + ".served_model_name")
     if name is not None and not name.strip():
         ctx.error(path + ".served_model_name", "must not be empty", "the name clients send as 'model'")
