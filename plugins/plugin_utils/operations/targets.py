@@ -15,6 +15,7 @@ A target is ``{"url": ..., "tls": None | {"ca_file", "cert_file", "key_file", "c
 
 from __future__ import annotations
 
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import tls_kwargs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_urls
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import url_host
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config
@@ -80,16 +81,9 @@ def service_targets(plan: dict, check_hostname: bool = True) -> dict:
 
 
 def uri_args(tgt) -> dict:
-    """The TLS arguments of ansible.builtin.uri / open_url for a target (empty for plain http)."""
-    tls = (tgt or {}).get("tls")
-    if not tls:
-        return {}
-    out = {"validate_certs": True}
-    if tls.get("ca_file"):
-        out["ca_path"] = tls["ca_file"]
-    if tls.get("cert_file") and tls.get("key_file"):
-        out.update(client_cert=tls["cert_file"], client_key=tls["key_file"])
-    return out
+    """The TLS arguments of ansible.builtin.uri / open_url for a target (empty for plain http): the readiness
+    wait's own rule, so both clients present the same CA and client certificate."""
+    return tls_kwargs((tgt or {}).get("tls"))
 
 
 def probe_args(plan: dict, settings: dict, check_hostname: bool = True) -> dict:
