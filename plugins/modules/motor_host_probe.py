@@ -26,13 +26,7 @@ description:
     C(Status), C(Labels), ...), filtered by the label C(io.pymotor.job).
 extends_documentation_fragment:
   - pymotor.ascend.docker
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs in check mode too.
-  diff_mode:
-    support: none
-    description: No diff is returned.
+  - pymotor.ascend.read_only
 options:
   job_id:
     description: Value of the C(io.pymotor.job) label of the containers to list.

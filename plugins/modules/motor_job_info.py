@@ -22,13 +22,7 @@ description:
     O(docker_host) and the TLS options.
 extends_documentation_fragment:
   - pymotor.ascend.docker
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs in check mode too.
-  diff_mode:
-    support: none
-    description: Reads only; there is nothing to diff.
+  - pymotor.ascend.read_only
 options:
   job_id:
     description: Value of the C(io.pymotor.job) label of the containers to read.
