@@ -31,6 +31,7 @@ class ActionModule(EntryPoint):
         if not hosts:
             return {"failed": True, "msg": failure_text([no_hosts_problem()])}
         previous = None
+        probes = {}
         if args["discovery"]:  # the name the discovery registered its motor_host_probe result under
             probes = {h: self.host_vars(task_vars, h).get(args["discovery"]) or {} for h in hosts}
             unread = unread_hosts(hosts, probes)
@@ -39,7 +40,8 @@ class ActionModule(EntryPoint):
             previous = previous_placement({h: probes[h].get("containers") or [] for h in hosts})
         if args["previous"]:  # a placement given explicitly wins over the one the containers' labels tell
             previous = args["previous"]
-        views = {h: host_view(self.host_vars(task_vars, h)) for h in hosts}
+        # the probed interfaces give motor_nic and motor_host_ip where the inventory does not set them
+        views = {h: host_view(self.host_vars(task_vars, h), probes.get(h)) for h in hosts}
         try:
             plan = build_plan(args["config"], views, previous, args["config_root"])
         except MotorPlanError as err:

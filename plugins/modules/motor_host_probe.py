@@ -60,6 +60,9 @@ options:
     default: /var/log
 notes:
   - C(npu-smi) is looked up in E(PATH), /usr/local/sbin and /usr/local/bin.
+  - The network interfaces (RV(interfaces), RV(default_interface)) come from C(ip -j addr) when C(ip) is installed,
+    else from the standard library (C(socket.if_nameindex), the C(SIOCGIFADDR) ioctl for the primary IPv4 address
+    only, C(/proc/net/if_inet6)); the default route from C(/proc/net/route). No package is needed on the host.
 seealso:
   - module: pymotor.ascend.motor_job_info
 """
@@ -144,12 +147,30 @@ free_mb:
   returned: always
   type: int
   sample: 51200
+interfaces:
+  description:
+    - Every network interface of the host (the host's network namespace) with its addresses, C(lo) included.
+    - The plan takes C(motor_nic) and C(motor_host_ip) from RV(default_interface) when the inventory does not set
+      them; the precheck checks that a set C(motor_nic) is one of these and C(motor_host_ip) one of their addresses.
+  returned: always
+  type: dict
+  sample: {lo: {ipv4: [127.0.0.1], ipv6: ['::1']}, enp189s0f0: {ipv4: [10.20.0.11], ipv6: []}}
+default_interface:
+  description: The interface of the IPv4 default route (the one with the lowest metric; empty when there is none).
+  returned: always
+  type: str
+  sample: enp189s0f0
 """
 
+import fcntl
 import glob
+import ipaddress
+import json
 import os
 import re
 import shutil
+import socket
+import struct
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
@@ -196,6 +217,90 @@ def listening_ports(tables=("/proc/net/tcp", "/proc/net/tcp6")):
             if len(fields) > 3 and fields[3] == LISTEN:
                 ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return sorted(ports)
+
+
+SIOCGIFADDR = 0x8915
+
+
+def default_route_interface(route_text):
+    """The interface of the IPv4 default route (destination and mask 0, lowest metric) in /proc/net/route text."""
+    best = None
+    for line in route_text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8 or fields[1] != "00000000" or fields[7] != "00000000":
+            continue
+        try:
+            flags, metric = int(fields[3], 16), int(fields[6])
+        except ValueError:
+            continue
+        if flags & 1 and (best is None or metric < best[0]):  # RTF_UP
+            best = (metric, fields[0])
+    return best[1] if best else ""
+
+
+def parse_ip_json(text):
+    """Interface name -> {ipv4, ipv6} from the output of ``ip -j addr``."""
+    out = {}
+    for link in json.loads(text or "[]"):
+        name = link.get("ifname")
+        if not name:
+            continue
+        entry = out.setdefault(name, {"ipv4": [], "ipv6": []})
+        for addr in link.get("addr_info") or []:
+            family = {"inet": "ipv4", "inet6": "ipv6"}.get(addr.get("family"))
+            if family and addr.get("local"):
+                entry[family].append(str(ipaddress.ip_address(addr["local"])))
+    return out
+
+
+def parse_if_inet6(text):
+    """Interface name -> IPv6 addresses from /proc/net/if_inet6 text."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and len(fields[0]) == 32:
+            out.setdefault(fields[5], []).append(str(ipaddress.IPv6Address(bytes.fromhex(fields[0]))))
+    return out
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return ""
+
+
+def _ioctl_ipv4(name):
+    """The primary IPv4 address of an interface (SIOCGIFADDR), or None."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        return socket.inet_ntoa(packed[20:24])
+    except (IOError, OSError):
+        return None
+    finally:
+        sock.close()
+
+
+def read_interfaces(ip_tool=None, route_path="/proc/net/route", inet6_path="/proc/net/if_inet6"):
+    """(interfaces, default_interface): every interface with its addresses, and the default route's interface."""
+    interfaces = None
+    tool = ip_tool if ip_tool is not None else shutil.which("ip", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if tool:
+        rc, out, dummy = _run([tool, "-j", "addr", "show"])
+        if rc == 0:
+            try:
+                interfaces = parse_ip_json(out)
+            except ValueError:  # an ip without JSON output (older iproute2)
+                interfaces = None
+    if interfaces is None:
+        inet6 = parse_if_inet6(_read(inet6_path))
+        interfaces = {}
+        for dummy, name in socket.if_nameindex():
+            ipv4 = _ioctl_ipv4(name)
+            interfaces[name] = {"ipv4": [ipv4] if ipv4 else [], "ipv6": inet6.get(name, [])}
+    return interfaces, default_route_interface(_read(route_path))
 
 
 def _run(argv):
@@ -286,6 +391,7 @@ def main():
                            required_together=DOCKER_CONNECTION_REQUIRED_TOGETHER)
     params = module.params
     result = read_docker(params, params["job_id"], params["image"])
+    interfaces, default_interface = read_interfaces()
     devices = sorted(int(p[len("/dev/davinci"):]) for p in glob.glob("/dev/davinci[0-9]*")
                      if p[len("/dev/davinci"):].isdigit())
     health, npu_error = npu_health() if devices else ({}, "")
@@ -299,6 +405,8 @@ def main():
         paths=dict((path, os.path.exists(path)) for path in params["paths"]),
         models=model_states(params["model_dirs"]),
         free_mb=free_mb(params["disk_path"]),
+        interfaces=interfaces,
+        default_interface=default_interface,
     )
     module.exit_json(**result)
 

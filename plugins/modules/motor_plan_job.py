@@ -19,7 +19,11 @@ description:
     plans with the logic of the P(pymotor.ascend.motor_plan#filter) filter.
   - With O(discovery), the name under which every host registered its M(pymotor.ascend.motor_host_probe) result, it first
     stops when a host could not be read (naming it; nothing was changed), then keeps the job's running containers where
-    their placement labels say they run.
+    their placement labels say they run, and takes a host's C(motor_nic) from the interface of its default route and
+    its C(motor_host_ip) from that interface's IPv4 address (the interfaces the probe read) where the inventory sets
+    neither them nor an IP address in C(ansible_host). A value the inventory sets always wins.
+  - Without O(discovery), C(motor_nic) defaults to the cached fact C(ansible_default_ipv4.interface), else C(eth0), and
+    a host whose C(ansible_host) is a DNS name needs C(motor_host_ip) (one problem per host).
   - "On success sets the fact C(motor_plan_result) (never shown: user_config holds secrets); on failure fails once, listing
     every problem once as C(<path>: <what> (<hint>))."
 extends_documentation_fragment:

@@ -6,13 +6,15 @@ Stable Python API (import with ``sys.path`` pointing at ``tests/sim``, then ``im
 
 ``ensure_host_image() -> str``
     Build ``local/pymotor-sim-host:<hash of tests/sim/host>`` unless it exists; return the tag.
-``up(count=None, hardware="800I_A2", prefix="pymotor-sim", control=False) -> list[dict]``
+``up(count=None, hardware="800I_A2", prefix="pymotor-sim", control=False, nic="eth0") -> list[dict]``
     Start hosts ``<prefix>-1..count`` (plus ``<prefix>-ctl`` with ``SIM_HARDWARE=none`` when
     ``control``) on the bridge network ``<prefix>-net`` and wait until each inner dockerd answers.
     ``hardware`` is one type for all hosts or a list with one type per host (``count`` may then be
-    omitted). Running hosts with the same image and hardware are reused, others are recreated,
-    and the prefix's hosts not asked for are removed.
-    Returns ``[{"name", "ip", "hardware"}, ...]``, NPU hosts first, the control host last.
+    omitted). ``nic`` names every host's network interface (``SIM_NIC``: the entrypoint renames
+    Docker's eth0, e.g. to ``enp189s0f0`` as on a bare-metal Atlas host). Running hosts with the
+    same image, hardware and NIC are reused, others are recreated, and the prefix's hosts not
+    asked for are removed.
+    Returns ``[{"name", "ip", "hardware", "nic"}, ...]``, NPU hosts first, the control host last.
 ``hosts(prefix="pymotor-sim") -> list[dict]``
     The running hosts of a prefix, in the same form and order as ``up`` returns them.
 ``down(prefix="pymotor-sim") -> None``
@@ -23,8 +25,10 @@ Stable Python API (import with ``sys.path`` pointing at ``tests/sim``, then ``im
     names of the hosts that were loaded.
 ``host_exec(name, cmd, environment=None) -> (int, str)``
     Run ``cmd`` (a shell string, or an argv list) in a host; return exit code and combined output.
-``write_inventory(hosts, path) -> None``
-    Write an Ansible inventory reaching the hosts through community.docker.docker.
+``write_inventory(hosts, path, addresses=True) -> None``
+    Write an Ansible inventory reaching the hosts through community.docker.docker (``ansible_host``
+    = the container name); ``addresses=False`` leaves ``motor_host_ip`` and ``motor_nic`` out, so
+    the deploy takes them from the default route the discovery reads.
 
 Every object carries the label ``pymotor.sim=<prefix>``; nothing else on the machine is touched.
 CLI: ``simctl.py up|down|status|load-image ...`` (``--help`` on each).
@@ -58,6 +62,8 @@ BASE_IMAGE = "local/debian:bookworm"
 DEFAULT_PREFIX = "pymotor-sim"
 LABEL = "pymotor.sim"
 HARDWARE_LABEL = "pymotor.sim.hardware"
+NIC_LABEL = "pymotor.sim.nic"
+DEFAULT_NIC = "eth0"
 HARDWARE_TYPES = ("800I_A2", "800I_A3")
 CONTROL_HARDWARE = "none"
 BUILD_LOCK = Path(tempfile.gettempdir()) / "pymotor-sim-host-build.lock"
@@ -165,18 +171,19 @@ def _containers(prefix: str) -> list:
     return client().containers.list(all=True, filters={"label": f"{LABEL}={prefix}"})
 
 
-def _reusable(container, image_tag: str, hardware: str) -> bool:
+def _reusable(container, image_tag: str, hardware: str, nic: str) -> bool:
     return (container.status == "running"
             and image_tag in container.image.tags
-            and container.labels.get(HARDWARE_LABEL) == hardware)
+            and container.labels.get(HARDWARE_LABEL) == hardware
+            and container.labels.get(NIC_LABEL, DEFAULT_NIC) == nic)
 
 
-def _start_host(name: str, hardware: str, prefix: str, image_tag: str, network) -> None:
+def _start_host(name: str, hardware: str, prefix: str, image_tag: str, network, nic: str = DEFAULT_NIC) -> None:
     old = _existing(name)
     if old is not None:
         if old.labels.get(LABEL) != prefix:
             raise RuntimeError(f"container {name} exists but is not labelled {LABEL}={prefix}")
-        if _reusable(old, image_tag, hardware):
+        if _reusable(old, image_tag, hardware, nic):
             return
         _remove_container(old)
     labels = {LABEL: prefix}
@@ -186,8 +193,8 @@ def _start_host(name: str, hardware: str, prefix: str, image_tag: str, network) 
     # real volume for /var/lib/docker so overlay2 works inside.
     client().containers.run(
         image_tag, detach=True, name=name, hostname=name, network=network.name,
-        environment={"SIM_HARDWARE": hardware},
-        labels={**labels, HARDWARE_LABEL: hardware},
+        environment={"SIM_HARDWARE": hardware, "SIM_NIC": nic},
+        labels={**labels, HARDWARE_LABEL: hardware, NIC_LABEL: nic},
         cap_add=["ALL"], cap_drop=["SYS_RESOURCE"],
         security_opt=["seccomp=unconfined", "apparmor=unconfined"],
         device_cgroup_rules=["a *:* rwm"],
@@ -224,7 +231,8 @@ def _describe(container, prefix: str) -> dict:
     networks = container.attrs["NetworkSettings"]["Networks"]
     return {"name": container.name,
             "ip": networks[f"{prefix}-net"]["IPAddress"],
-            "hardware": container.labels[HARDWARE_LABEL]}
+            "hardware": container.labels[HARDWARE_LABEL],
+            "nic": container.labels.get(NIC_LABEL, DEFAULT_NIC)}
 
 
 def _host_order(host: dict) -> tuple:
@@ -239,14 +247,14 @@ def hosts(prefix: str = DEFAULT_PREFIX) -> list[dict]:
 
 
 def up(count: int | None = None, hardware: str | list[str] = "800I_A2",
-       prefix: str = DEFAULT_PREFIX, control: bool = False) -> list[dict]:
+       prefix: str = DEFAULT_PREFIX, control: bool = False, nic: str = DEFAULT_NIC) -> list[dict]:
     specs = _host_specs(count, hardware, prefix, control)
     image_tag = ensure_host_image()
     network = _network(prefix)
     wanted = {name for name, _ in specs}
     _parallel(_remove_container, [c for c in _containers(prefix) if c.name not in wanted])
     for name, hw in specs:
-        _start_host(name, hw, prefix, image_tag, network)
+        _start_host(name, hw, prefix, image_tag, network, nic)
     _parallel(_wait_ready, [name for name, _ in specs])
     return hosts(prefix)
 
@@ -311,18 +319,24 @@ def load_image(prefix: str, image: str | list[str]) -> list[str]:
 
 # ----------------------------------------------------------------------------------- inventory
 
-def write_inventory(host_list: list[dict], path: str | Path) -> None:
+def write_inventory(host_list: list[dict], path: str | Path, addresses: bool = True) -> None:
     """Ansible inventory: NPU hosts in motor_engine_hosts, the control host (else the first
-    NPU host) in motor_control_hosts, all reached through the community.docker connection."""
+    NPU host) in motor_control_hosts, all reached through the community.docker connection;
+    with ``addresses`` each host's motor_host_ip and motor_nic."""
+    nics = {h.get("nic", DEFAULT_NIC) for h in host_list}
+
     def host_vars(h):
-        return {"ansible_host": h["name"], "motor_host_ip": h["ip"]}
+        if not addresses:
+            return {"ansible_host": h["name"]}
+        own = {"ansible_host": h["name"], "motor_host_ip": h["ip"]}
+        return own if len(nics) == 1 else {**own, "motor_nic": h.get("nic", DEFAULT_NIC)}
 
     engines = [h for h in host_list if h["hardware"] != CONTROL_HARDWARE]
     controls = [h for h in host_list if h["hardware"] == CONTROL_HARDWARE] or engines[:1]
     inventory = {"all": {
         "vars": {"ansible_connection": "community.docker.docker",
                  "ansible_python_interpreter": "/usr/bin/python3",
-                 "motor_nic": "eth0"},
+                 **({"motor_nic": next(iter(nics))} if addresses and len(nics) == 1 else {})},
         "children": {
             "motor_engine_hosts": {"hosts": {h["name"]: host_vars(h) for h in engines}},
             "motor_control_hosts": {"hosts": {h["name"]: host_vars(h) for h in controls}},
@@ -345,16 +359,16 @@ def _hardware_list(values: list[str], count: int | None) -> list[str]:
 
 def _print_hosts(host_list: list[dict]) -> None:
     for h in host_list:
-        print(f"{h['name']}\t{h['ip']}\t{h['hardware']}")
+        print(f"{h['name']}\t{h['ip']}\t{h['hardware']}\t{h['nic']}")
 
 
 def _cmd_up(args) -> None:
     started = time.monotonic()
     types = _hardware_list(args.hardware or ["800I_A2"], args.count)
-    host_list = up(args.count, types, args.prefix, control=args.control)
+    host_list = up(args.count, types, args.prefix, control=args.control, nic=args.nic)
     _print_hosts(host_list)
     if args.inventory:
-        write_inventory(host_list, args.inventory)
+        write_inventory(host_list, args.inventory, addresses=not args.no_addresses)
     print(f"# {len(host_list)} hosts ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
 
 
@@ -373,7 +387,11 @@ def _parser() -> argparse.ArgumentParser:
                       help=f"one of {', '.join(HARDWARE_TYPES)}; repeat or use TYPE=N to mix")
     p_up.add_argument("--control", action="store_true",
                       help="add <prefix>-ctl, a control host without NPUs")
+    p_up.add_argument("--nic", default=DEFAULT_NIC, metavar="NAME",
+                      help="name of every host's network interface (Docker's eth0 renamed), e.g. enp189s0f0")
     p_up.add_argument("--inventory", metavar="FILE", help="write an Ansible inventory here")
+    p_up.add_argument("--no-addresses", action="store_true",
+                      help="leave motor_host_ip and motor_nic out of the inventory (taken from the default route)")
     p_up.set_defaults(func=_cmd_up)
 
     p_down = sub.add_parser("down", help="remove the prefix's containers, volumes and network")

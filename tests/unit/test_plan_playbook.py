@@ -72,3 +72,33 @@ def test_plan_playbook_reports_planning_errors(tmp_path):
     text = proc.stdout + proc.stderr
     assert "motor_deploy_config" in text and "need 20 NPUs" in text and "available 16 NPUs on 2 hosts" in text, text
     assert not output.exists()
+
+
+def test_plan_playbook_without_discovery_names_the_hosts_that_need_motor_host_ip(tmp_path):
+    """ansible_host a DNS name, no motor_host_ip: without discovery nothing tells the address; one problem per host
+    (not 'is not an IP address'), and a host with motor_host_ip set plans."""
+    if not (REPO / "playbooks" / "validate.yml").is_file():
+        pytest.skip("playbooks/validate.yml is not there yet")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  children:\n"
+        "    motor_engine_hosts:\n      hosts:\n"
+        "        npu-a2-01: {ansible_host: npu-a2-01.dc1.example.com}\n"
+        "        npu-a2-02: {ansible_host: npu-a2-02.dc1.example.com, motor_host_ip: 192.0.2.12}\n"
+        "    motor_control_hosts:\n      hosts:\n"
+        "        motor-ctl-01: {ansible_host: motor-ctl-01.dc1.example.com}\n", encoding="utf-8")
+    output = tmp_path / "out" / "plan.json"
+    cmd = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / "plan.yml"),
+           "-e", f"motor_plan_output={output}", "-e", f"motor_config_dir={REPO / 'examples' / 'seed_pd_separation'}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=ansible_env(tmp_path), capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode != 0
+    text = " ".join((proc.stdout + proc.stderr).split())
+    for host in ("npu-a2-01", "motor-ctl-01"):
+        failure = text.split("fatal: [localhost]: FAILED!", 1)[1]  # the task's message, once
+        assert failure.count(f"hosts.{host}.motor_host_ip:") == 1, text[-3000:]
+        assert (f"hosts.{host}.motor_host_ip: missing, and ansible_host '{host}.dc1.example.com' is a host name, not "
+                "an IP address (set motor_host_ip to the address other hosts reach this one on, or plan with "
+                "discovery") in text, text[-3000:]
+    assert "npu-a2-02.motor_host_ip" not in text and "is not an IP address (" not in text
+    assert not output.exists()

@@ -19,6 +19,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     Problem,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import as_int, kind
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import is_ip
 
 
 NIC_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
@@ -181,18 +182,23 @@ def parse_hosts(hosts, hw_default, problems, warnings):
         host = Host(str(name), index)
         # address
         raw_ip = hvars.get("motor_host_ip")
-        ip_key = "motor_host_ip"
-        if raw_ip in (None, ""):
+        if raw_ip in (None, "") and hvars.get("ansible_host") not in (None, ""):
             raw_ip = hvars.get("ansible_host")
-            ip_key = "ansible_host"
-        if raw_ip in (None, ""):
+            if not is_ip(raw_ip):  # a DNS name reaches the host, but is not the address PyMotor's components use
+                problems.append(Problem(f"{path}.motor_host_ip", f"missing, and ansible_host {raw_ip!r} is a host "
+                                        "name, not an IP address",
+                                        "set motor_host_ip to the address other hosts reach this one on, or plan "
+                                        "with discovery (deploy.yml, or plan.yml -e motor_plan_discover=true), which "
+                                        "takes the address of motor_nic or of the default route's interface"))
+                raw_ip = None
+        elif raw_ip in (None, ""):
             problems.append(Problem(f"{path}.motor_host_ip", "missing",
                                     "set motor_host_ip (or ansible_host) to the host's IP address"))
-        else:
+        if raw_ip not in (None, ""):
             try:
                 host.ip = str(ipaddress.ip_address(str(raw_ip).strip()))
             except ValueError:
-                problems.append(Problem(f"{path}.{ip_key}", f"{raw_ip!r} is not an IP address",
+                problems.append(Problem(f"{path}.motor_host_ip", f"{raw_ip!r} is not an IP address",
                                         "set motor_host_ip to the address other hosts reach this one on"))
         if host.ip:
             if host.ip in seen_ip:

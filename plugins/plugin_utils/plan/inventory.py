@@ -7,6 +7,8 @@ Pure functions over plain mappings (the action plugins hand over Ansible's ``gro
 
 from __future__ import annotations
 
+import ipaddress
+
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONTROL_GROUP, ENGINE_GROUP, Problem
 
 
@@ -16,27 +18,65 @@ def pymotor_hosts(groups: dict) -> list:
     return list(dict.fromkeys(list(groups.get(ENGINE_GROUP) or []) + list(groups.get(CONTROL_GROUP) or [])))
 
 
-def host_view(hostvars: dict) -> dict:
-    """One host's input to the plan: its address (motor_host_ip, else ansible_host, else the cached fact
-    ansible_default_ipv4.address), NIC, NPU ids, reserved ports, hardware type, groups and the names of its motor_*
-    variables (a misspelt one is a problem of the plan)."""
+def is_ip(value) -> bool:
+    """Whether ``value`` is an IPv4 or IPv6 address (a DNS name is not)."""
+    try:
+        ipaddress.ip_address(str(value).strip())
+        return True
+    except ValueError:
+        return False
+
+
+def probed_interfaces(probe: dict) -> dict:
+    """Interface name -> {ipv4, ipv6} as motor_host_probe read them ({} when the host was not read)."""
+    interfaces = (probe or {}).get("interfaces")
+    return interfaces if isinstance(interfaces, dict) else {}
+
+
+def probed_address(probe: dict, nic) -> str | None:
+    """The first IPv4 address of ``nic`` on the host as probed, else of the default route's interface, else None
+    (kolla-ansible's way: the address is the interface's)."""
+    interfaces = probed_interfaces(probe)
+    for name in (nic, (probe or {}).get("default_interface")):
+        addresses = (interfaces.get(name) or {}).get("ipv4") if name else None
+        if addresses:
+            return addresses[0]
+    return None
+
+
+def host_view(hostvars: dict, probe: dict | None = None) -> dict:
+    """One host's input to the plan: its address, NIC, NPU ids, reserved ports, hardware type, groups and the names of
+    its motor_* variables (a misspelt one is a problem of the plan).
+
+    ``probe`` is the host's motor_host_probe result (discovery), or None. The NIC is motor_nic, else the interface of
+    the default route (the probe's, else the cached fact ansible_default_ipv4.interface), else eth0. The address is
+    motor_host_ip, else ansible_host when it is an IP address, else the IPv4 address of that NIC on the probed host
+    (else of the default route's interface), else the cached fact ansible_default_ipv4.address. A DNS name in
+    ansible_host is handed on only when nothing gave an address: the plan then says motor_host_ip is needed."""
+    cached = hostvars.get("ansible_default_ipv4") or {}
+    nic = hostvars.get("motor_nic")
+    if nic is None:
+        nic = (probe or {}).get("default_interface") or cached.get("interface") or "eth0"
+    view = {}
     if "motor_host_ip" in hostvars:  # set, even to null: the plan judges it
         ip = hostvars["motor_host_ip"]
-    elif "ansible_host" in hostvars:
+    elif hostvars.get("ansible_host") not in (None, "") and is_ip(hostvars["ansible_host"]):
         ip = hostvars["ansible_host"]
     else:
-        ip = (hostvars.get("ansible_default_ipv4") or {}).get("address")
-    nic = hostvars.get("motor_nic")
-    return {
+        ip = probed_address(probe, nic) or cached.get("address")
+        if ip in (None, "") and hostvars.get("ansible_host") not in (None, ""):
+            view["ansible_host"] = hostvars["ansible_host"]
+    view.update({
         "motor_host_ip": ip,
-        "motor_nic": "eth0" if nic is None else nic,
+        "motor_nic": nic,
         "motor_npu_ids": hostvars.get("motor_npu_ids"),
         "motor_reserved_ports": hostvars.get("motor_reserved_ports") if "motor_reserved_ports" in hostvars else [],
         "motor_hardware_type": hostvars.get("motor_hardware_type"),
         "motor_host_labels": hostvars.get("motor_host_labels"),
         "motor_var_names": [name for name in hostvars if str(name).startswith("motor_")],
         "group_names": list(hostvars.get("group_names") or []),
-    }
+    })
+    return view
 
 
 def no_hosts_problem() -> Problem:

@@ -8,11 +8,13 @@ One Problem per finding, ``<host>: <check>: <what> (fix: <how>)``, all of them a
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import PORTS_LABEL, Problem
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import truthy
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_user_config, weight_dir
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
 
 # The settings the precheck and the container specs read, by their short names. The caller names them: a settings
@@ -71,6 +73,47 @@ def _multi_pod_jobs(plan: dict) -> set:
     return {i.get("job_name") for i in plan.get("instances") or [] if len(i.get("pods") or []) > 1}
 
 
+def _normal_ip(text) -> str:
+    try:
+        return str(ipaddress.ip_address(str(text).strip()))
+    except ValueError:
+        return str(text)
+
+
+def _worth_naming(address) -> bool:
+    """An address other hosts could reach this one on (not loopback, not link-local)."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return True
+    return not parsed.is_loopback and not parsed.is_link_local
+
+
+def address_problems(planned: dict, interfaces: dict) -> list:
+    """(check, what, fix) for the plan's NIC and address of a host that are not on it: ``planned`` is the host's entry
+    of the plan (``nic``, ``ip``), ``interfaces`` what motor_host_probe read (name -> {ipv4, ipv6})."""
+    out = []
+    names = sorted(interfaces, key=natural_key)
+    nic = planned.get("nic")
+    if nic and nic not in interfaces:
+        out.append(("nic", "motor_nic %s is not an interface of this host (it has %s)" % (nic, ", ".join(names)),
+                    "set motor_nic to the interface the other hosts are reached on, or leave it unset: the plan then "
+                    "takes the interface of the default route"))
+    have = {}
+    for name in names:
+        for family in ("ipv4", "ipv6"):
+            for address in (interfaces.get(name) or {}).get(family) or []:
+                have.setdefault(_normal_ip(address), name)
+    ip = planned.get("ip")
+    if ip and _normal_ip(ip) not in have:
+        shown = ["%s (%s)" % (a, n) for a, n in have.items() if _worth_naming(a)]
+        out.append(("host address", "motor_host_ip %s is not an address of this host (it has %s)"
+                    % (ip, ", ".join(shown) or "no address but loopback"),
+                    "set motor_host_ip (or ansible_host) to one of them, or leave both unset: the plan then takes the "
+                    "address of motor_nic, else of the default route's interface"))
+    return out
+
+
 def host_problems(host: str, containers: list, probe: dict, settings: dict, plan: dict) -> list:
     """Every precheck problem of one host (empty: the host may be configured and started)."""
     probe = probe or {}
@@ -98,6 +141,10 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
             elif not image_id(probe):
                 problem("image", "%s is not present on the host" % settings["image"],
                         "run playbooks/build_image.yml -e motor_image=%s to build and ship it" % settings["image"])
+    interfaces = probe.get("interfaces")
+    if containers and isinstance(interfaces, dict) and interfaces:  # a host that runs something listens on them
+        for check, what, fix in address_problems((plan.get("hosts") or {}).get(host) or {}, interfaces):
+            problem(check, what, fix)
     for c in containers:
         if not c["configmap_path"].startswith(settings["config_root"] + "/"):
             where = (c["configmap_path"], c["name"], settings["config_root"])

@@ -3,6 +3,8 @@ and disk checks); the module itself runs on every simulated host in the integrat
 
 from __future__ import annotations
 
+import json
+
 from ansible_collections.pymotor.ascend.plugins.modules import motor_host_probe as mp
 
 # npu-smi 24.1 on an Atlas 800I A2 (as the simulated hosts print it), NPU 2 marked Warning
@@ -65,3 +67,50 @@ def test_model_states_and_free_space(tmp_path):
 
 def test_link_states_without_the_tool():
     assert mp.link_states([0, 1], "/nonexistent/hccn_tool") == {"0": "hccn_tool not found", "1": "hccn_tool not found"}
+
+
+ROUTE = """\
+Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+enp189s0f0\t0000140A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0
+bond1\t00000000\t0107A8C0\t0003\t0\t0\t200\t00000000\t0\t0\t0
+enp189s0f0\t00000000\t0100140A\t0003\t0\t0\t100\t00000000\t0\t0\t0
+ib0\t00000000\t0100140B\t0002\t0\t0\t50\t00000000\t0\t0\t0
+"""
+
+
+def test_default_route_interface_takes_the_lowest_metric_of_up_default_routes():
+    assert mp.default_route_interface(ROUTE) == "enp189s0f0"  # ib0's route is not up (no RTF_UP)
+    assert mp.default_route_interface(ROUTE.splitlines()[0] + "\n") == ""
+    assert mp.default_route_interface("") == ""
+
+
+def test_parse_ip_json_reads_every_interface_with_its_addresses():
+    text = json.dumps([
+        {"ifindex": 1, "ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1"},
+                                                     {"family": "inet6", "local": "::1"}]},
+        {"ifindex": 2, "ifname": "enp189s0f0", "link_index": 9,
+         "addr_info": [{"family": "inet", "local": "10.20.0.11", "prefixlen": 16},
+                       {"family": "inet", "local": "10.20.0.12"}, {"family": "inet6", "local": "FD00:0::1"}]},
+        {"ifindex": 3, "ifname": "ib0", "addr_info": []}, {"ifindex": 4}])
+    assert mp.parse_ip_json(text) == {"lo": {"ipv4": ["127.0.0.1"], "ipv6": ["::1"]},
+                                      "enp189s0f0": {"ipv4": ["10.20.0.11", "10.20.0.12"], "ipv6": ["fd00::1"]},
+                                      "ib0": {"ipv4": [], "ipv6": []}}
+
+
+def test_parse_if_inet6():
+    text = ("00000000000000000000000000000001 01 80 10 80       lo\n"
+            "fd000000000000000000000000000002 02 40 00 80 enp189s0f0\n")
+    assert mp.parse_if_inet6(text) == {"lo": ["::1"], "enp189s0f0": ["fd00::2"]}
+
+
+def test_read_interfaces_without_ip_uses_the_standard_library(tmp_path):
+    route = tmp_path / "route"
+    route.write_text(ROUTE)
+    interfaces, default = mp.read_interfaces(ip_tool="", route_path=str(route), inet6_path=str(tmp_path / "none"))
+    assert default == "enp189s0f0"
+    assert interfaces["lo"] == {"ipv4": ["127.0.0.1"], "ipv6": []}
+
+
+def test_read_interfaces_with_ip_of_this_machine():
+    interfaces, dummy = mp.read_interfaces()
+    assert "127.0.0.1" in interfaces["lo"]["ipv4"]

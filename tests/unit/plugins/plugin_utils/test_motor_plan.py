@@ -600,7 +600,8 @@ def test_nic_and_ipv6_hosts():
     ({}, "hosts: must be a non-empty mapping"),
     ({"a": {"group_names": [ENGINE]}}, "hosts.a.motor_host_ip: missing"),
     ({"a": {"motor_host_ip": "node-a"}}, "hosts.a.motor_host_ip: 'node-a' is not an IP address"),
-    ({"a": {"ansible_host": "node-a"}}, "hosts.a.ansible_host: 'node-a' is not an IP address"),
+    ({"a": {"ansible_host": "node-a"}}, "hosts.a.motor_host_ip: missing, and ansible_host 'node-a' is a host name"),
+    ({"a": {"motor_host_ip": "", "ansible_host": "10.0.0.1", "motor_nic": ""}}, None),
     ({"a": {"motor_host_ip": "10.0.0.1"}, "b": {"motor_host_ip": "10.0.0.1"}},
      "hosts.b.motor_host_ip: 10.0.0.1 is also the address of host a"),
     ({"a": {"motor_host_ip": "10.0.0.1", "motor_npu_ids": [0, 8]}}, "hosts.a.motor_npu_ids[1]: 8 is outside 0..7"),
@@ -615,6 +616,10 @@ def test_nic_and_ipv6_hosts():
     ({"a": "x"}, "hosts.a: must be a mapping"),
 ])
 def test_host_errors(hosts, expected):
+    if expected is None:  # empty values count as absent: ansible_host is the address, the NIC eth0
+        plan = build_plan(contract_config(), hosts)
+        assert plan["hosts"]["a"]["ip"] == "10.0.0.1" and plan["hosts"]["a"]["nic"] == "eth0"
+        return
     with pytest.raises(MotorPlanError) as err:
         build_plan(contract_config(), hosts)
     assert any(line.startswith(expected) for line in str(err.value).splitlines()), str(err.value)
@@ -1048,3 +1053,18 @@ def test_no_variable_the_collection_uses_looks_like_a_misspelt_host_variable():
     plugins = {path.stem for path in (REPO / "plugins" / "modules").glob("*.py")}  # named in comments too
     assert len(names - plugins) > 50
     assert misspelt_host_vars(names - plugins) == []
+
+
+def test_a_dns_name_in_ansible_host_is_one_problem_per_host_with_a_hint():
+    hosts = {"npu-a2-01": {"ansible_host": "npu-a2-01.dc1.example.com", "group_names": [ENGINE]},
+             "ctl": {"ansible_host": "ctl.dc1.example.com", "group_names": [CONTROL]},
+             "ok": {"ansible_host": "npu-ok.dc1.example.com", "motor_host_ip": "10.0.0.3", "group_names": [ENGINE]}}
+    with pytest.raises(MotorPlanError) as err:
+        build_plan(contract_config(), hosts)
+    lines = str(err.value).splitlines()
+    assert [p.path for p in err.value.problems] == ["hosts.npu-a2-01.motor_host_ip", "hosts.ctl.motor_host_ip"]
+    assert lines[0] == ("hosts.npu-a2-01.motor_host_ip: missing, and ansible_host 'npu-a2-01.dc1.example.com' is a "
+                        "host name, not an IP address (set motor_host_ip to the address other hosts reach this one on, "
+                        "or plan with discovery (deploy.yml, or plan.yml -e motor_plan_discover=true), which takes the "
+                        "address of motor_nic or of the default route's interface)")
+    assert "is not an IP address (" not in str(err.value)

@@ -205,3 +205,61 @@ def test_filter_reads_probes_and_own_settings_from_hostvars(plan):
     assert result["parts"] != judge(plan, {h: v["motor_service_docker"] for h, v in hostvars.items()})["parts"]
     with pytest.raises(AnsibleFilterError, match="expects the output of pymotor.ascend.motor_plan"):
         motor_precheck({}, [], hostvars, DEFAULTS)
+
+
+# the host's NIC and address (issue 17): judged from the interfaces motor_host_probe read
+INTERFACES = {"lo": {"ipv4": ["127.0.0.1"], "ipv6": ["::1"]},
+              "enp189s0f0": {"ipv4": ["10.0.0.1"], "ipv6": ["fe80::1"]},
+              "enp189s0f1": {"ipv4": [], "ipv6": ["fd00::1"]}, "bond0": {"ipv4": ["192.168.1.1"], "ipv6": []}}
+
+
+def with_interfaces(probe, interfaces=None):
+    probe["interfaces"] = INTERFACES if interfaces is None else interfaces
+    probe["default_interface"] = "enp189s0f0"
+
+
+def test_a_nic_and_an_address_on_the_host_are_fine():
+    hosts = dict(HOSTS, h1=dict(HOSTS["h1"], motor_nic="enp189s0f0"))
+    plan = build_plan(normalize(json.loads((SEED / "user_config.json").read_text()),
+                                json.loads((SEED / "env.json").read_text())), hosts)
+    assert judge(plan, probes_of(plan, h1=with_interfaces))["problems"] == []
+    # the same address written another way is the same address; an unreadable one does not break the check
+    v6 = dict(HOSTS, h1=dict(HOSTS["h1"], motor_host_ip="fd00::1", motor_nic="enp189s0f0"))
+    plan = build_plan(normalize(json.loads((SEED / "user_config.json").read_text()),
+                                json.loads((SEED / "env.json").read_text())), v6)
+    probe = dict(healthy_probe(plan, "h1"), interfaces={"enp189s0f0": {"ipv4": ["bogus"], "ipv6": ["FD00:0::0001"]}})
+    assert host_problems("h1", [c for c in plan["containers"] if c["host"] == "h1"], probe,
+                         host_settings(DEFAULTS, {}), plan) == []
+
+
+def test_a_nic_the_host_lacks_is_a_problem_naming_the_interfaces_it_has(plan):
+    # plan: motor_nic unset and no discovery, so eth0, which this host does not have
+    problems = judge(plan, probes_of(plan, h1=with_interfaces))["problems"]
+    assert problems == ["h1: nic: motor_nic eth0 is not an interface of this host (it has bond0, enp189s0f0, "
+                        "enp189s0f1, lo) (fix: set motor_nic to the interface the other hosts are reached on, or leave "
+                        "it unset: the plan then takes the interface of the default route)"]
+
+
+def test_an_address_the_host_lacks_is_a_problem_naming_the_addresses_it_has():
+    hosts = dict(HOSTS, h1=dict(HOSTS["h1"], motor_host_ip="10.0.0.7", motor_nic="bond0"))
+    plan = build_plan(normalize(json.loads((SEED / "user_config.json").read_text()),
+                                json.loads((SEED / "env.json").read_text())), hosts)
+    problems = judge(plan, probes_of(plan, h1=with_interfaces))["problems"]
+    assert problems == ["h1: host address: motor_host_ip 10.0.0.7 is not an address of this host (it has "
+                        "192.168.1.1 (bond0), 10.0.0.1 (enp189s0f0), fd00::1 (enp189s0f1)) (fix: set motor_host_ip (or "
+                        "ansible_host) to one of them, or leave both unset: the plan then takes the address of "
+                        "motor_nic, else of the default route's interface)"]
+    # only loopback: said so
+    only_lo = {"lo": {"ipv4": ["127.0.0.1"]}, "bond0": {"ipv4": []}}
+    problems = judge(plan, probes_of(plan, h1=lambda p: with_interfaces(p, only_lo)))["problems"]
+    assert problems[0].endswith("is not an address of this host (it has no address but loopback) (fix: set "
+                                "motor_host_ip (or ansible_host) to one of them, or leave both unset: the plan then "
+                                "takes the address of motor_nic, else of the default route's interface)")
+
+
+def test_addresses_are_not_judged_without_interfaces_or_containers(plan):
+    # an older probe (no interfaces) and a host without containers are not judged
+    assert judge(plan, probes_of(plan))["problems"] == []
+    empty = {"containers": []}
+    probe = dict(healthy_probe(plan, "h1"), interfaces=INTERFACES)
+    assert host_problems("idle", [], probe, host_settings(DEFAULTS, {}), empty) == []

@@ -119,6 +119,10 @@ def test_inventory_view_reads_what_the_plan_reads():
     assert view["motor_var_names"] == ["motor_npu_id"]
     assert host_view({"ansible_default_ipv4": {"address": "10.2.2.2"}})["motor_host_ip"] == "10.2.2.2"
     assert host_view({"motor_host_ip": None, "ansible_host": "10.1.1.1"})["motor_host_ip"] is None
+    # without a probe: the cached fact's interface, else eth0; a DNS name in ansible_host is handed on for the plan
+    assert host_view({"ansible_default_ipv4": {"address": "10.2.2.2", "interface": "bond0"}})["motor_nic"] == "bond0"
+    dns = host_view({"ansible_host": "npu-a2-01.dc1.example.com"})
+    assert dns["motor_host_ip"] is None and dns["ansible_host"] == "npu-a2-01.dc1.example.com"
     assert unread_hosts(["a", "b", "c"], {"a": {"can_talk_to_docker": False}, "b": {"unreachable": True}}) == ["b", "c"]
 
 
@@ -206,3 +210,39 @@ def test_bundle_files_are_masked():
         "configs/job/job-p0-0/user_config.json"]
     assert files["logs/job-p0-0.log"].startswith("hello")
     assert '"ServerVersion": "27.5.1"' in files["docker-info.txt"]
+
+
+PROBE = {"default_interface": "enp189s0f0",
+         "interfaces": {"lo": {"ipv4": ["127.0.0.1"], "ipv6": ["::1"]},
+                        "enp189s0f0": {"ipv4": ["10.20.0.11", "10.20.0.99"], "ipv6": []},
+                        "bond1": {"ipv4": ["192.168.7.11"], "ipv6": []}, "ib0": {"ipv4": [], "ipv6": []}}}
+
+
+@pytest.mark.parametrize("hostvars, nic, ip", [
+    # nothing set, ansible_host a DNS name: the default route's interface and its (first) IPv4 address
+    ({"ansible_host": "npu-a2-01.dc1.example.com"}, "enp189s0f0", "10.20.0.11"),
+    ({}, "enp189s0f0", "10.20.0.11"),
+    # a set motor_nic: its address (kolla-ansible: the address is the interface's)
+    ({"ansible_host": "npu-a2-01", "motor_nic": "bond1"}, "bond1", "192.168.7.11"),
+    # a set motor_nic without an IPv4 address (or absent): the default route's address; the precheck judges the NIC
+    ({"motor_nic": "ib0"}, "ib0", "10.20.0.11"),
+    ({"motor_nic": "eth0"}, "eth0", "10.20.0.11"),
+    # a set motor_host_ip always wins, and so does an IP address in ansible_host
+    ({"ansible_host": "npu-a2-01", "motor_host_ip": "10.20.0.99"}, "enp189s0f0", "10.20.0.99"),
+    ({"ansible_host": "10.20.0.99"}, "enp189s0f0", "10.20.0.99"),
+    ({"motor_host_ip": None, "motor_nic": "bond1"}, "bond1", None),
+    # the probe wins over the cached fact
+    ({"ansible_default_ipv4": {"address": "10.9.9.9", "interface": "eth9"}}, "enp189s0f0", "10.20.0.11"),
+])
+def test_host_view_takes_nic_and_address_from_the_probe_unless_set(hostvars, nic, ip):
+    view = host_view(hostvars, PROBE)
+    assert (view["motor_nic"], view["motor_host_ip"]) == (nic, ip)
+    assert "ansible_host" not in view
+
+
+def test_host_view_of_a_probe_without_interfaces_falls_back():
+    view = host_view({"ansible_host": "npu-a2-01.dc1.example.com"}, {"can_talk_to_docker": True})
+    assert view["motor_nic"] == "eth0" and view["motor_host_ip"] is None
+    assert view["ansible_host"] == "npu-a2-01.dc1.example.com"
+    cached = {"ansible_default_ipv4": {"address": "10.9.9.9", "interface": "eth9"}}
+    assert host_view(cached, {"interfaces": {}, "default_interface": ""})["motor_host_ip"] == "10.9.9.9"

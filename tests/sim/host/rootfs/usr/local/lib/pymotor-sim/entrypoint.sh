@@ -26,9 +26,27 @@ make_devices() {
   for node in davinci_manager devmm_svm hisi_hdc; do make_node "/dev/$node"; done
 }
 
-# NPU (RoCE) addresses: 29.<third>.<fourth octet of eth0>.<id+1>, unique per simulated host.
+# SIM_NIC: the name of the host's interface. Docker names it eth0; bare-metal Atlas hosts have enp*/bond*. Renaming
+# needs CAP_NET_ADMIN (simctl gives every capability); the link goes down for it, which drops the default route.
+rename_nic() {
+  [ -n "${SIM_NIC:-}" ] && [ "$SIM_NIC" != eth0 ] || return 0
+  if ip link show "$SIM_NIC" >/dev/null 2>&1; then return 0; fi
+  gateway=$(ip -4 route show default | awk '{print $3; exit}')
+  ip link set eth0 down
+  ip link set eth0 name "$SIM_NIC"
+  ip link set "$SIM_NIC" up
+  if [ -n "$gateway" ]; then ip route replace default via "$gateway" dev "$SIM_NIC"; fi
+  log "network interface eth0 renamed $SIM_NIC (default route via ${gateway:-none})"
+}
+
+# The interface of the IPv4 default route.
+default_nic() {
+  awk '$2 == "00000000" && $8 == "00000000" { print $1; exit }' /proc/net/route
+}
+
+# NPU (RoCE) addresses: 29.<third>.<fourth octet of the default route's interface>.<id+1>, unique per simulated host.
 npu_net() {
-  ip -4 -o addr show eth0 | awk '{split($4, a, "[./]"); print "29." a[3] "." a[4]; exit}'
+  ip -4 -o addr show "$(default_nic)" | awk '{split($4, a, "[./]"); print "29." a[3] "." a[4]; exit}'
 }
 
 write_hccn_conf() {
@@ -65,6 +83,7 @@ remove_ascend_surface() {
 }
 
 count=$(npu_count)
+rename_nic
 mkdir -p /etc/pymotor-sim
 echo "$SIM_HARDWARE" >/etc/pymotor-sim/hardware
 if [ "$count" -gt 0 ]; then
