@@ -9,7 +9,8 @@ Hosts (prefix pymotor-parity): <prefix>-1 an Atlas 800I A2, <prefix>-2 an Atlas 
   350-Atlas-8: engines on the A5 host, control plane on the control host.
 
 Each: deploy, coordinator ready, a chat request answered, a second deploy changes nothing, verify.yml passes (A5:
-with the affinity probe; SGLang: affinity "not applicable").
+with the affinity probe; SGLang: affinity "not applicable"). Wall time: ~5 min on 2 shared cores (8 tests, 298 s;
+10.5 min under heavy load from other sessions), printed per step to stderr at teardown (pytest -s).
 """
 
 from __future__ import annotations
