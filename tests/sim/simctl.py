@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Bring simulated Ascend hosts up and down: containers running their own dockerd that show the
-host surface of an Atlas 800I A2 (8 NPUs) or A3 (16 dies) -- see tests/sim/host/ and README.md.
+host surface of an Atlas 800I A2 (8 NPUs), A3 (16 dies) or A5 Atlas 350 (8 or 16 cards); see tests/sim/host/
 
 Stable Python API (import with ``sys.path`` pointing at ``tests/sim``, then ``import simctl``):
 
@@ -64,7 +64,8 @@ LABEL = "pymotor.sim"
 HARDWARE_LABEL = "pymotor.sim.hardware"
 NIC_LABEL = "pymotor.sim.nic"
 DEFAULT_NIC = "eth0"
-HARDWARE_TYPES = ("800I_A2", "800I_A3")
+# Atlas A5: the one-chip-per-card types of PyMotor's HARDWARE_TYPE_950I_A5 (schedule policy chip1-node8/16)
+HARDWARE_TYPES = ("800I_A2", "800I_A3", "350-Atlas-8", "350-Atlas-16")
 CONTROL_HARDWARE = "none"
 BUILD_LOCK = Path(tempfile.gettempdir()) / "pymotor-sim-host-build.lock"
 READY_TIMEOUT = 120

@@ -96,7 +96,7 @@ def check_sglang_engine(ctx, engine_config, path, role, counts, weight_path):
         detail = "dp-size x tp-size x pp-size = %d x %d x %d = %d" % (dp, tp, pp, product)
     if product > npus:
         ctx.error(path, "%s exceeds the pod's %d NPUs" % (detail, npus),
-                  "lower the sizes or raise %s" % DEPLOY_KEYS[role][2])
+                  "lower tp-size, dp-size or pp-size here, or raise motor_deploy_config.%s" % DEPLOY_KEYS[role][2])
         return name, model, dp, tp, pp, None
     if product < npus:
         ctx.warn(path, "%s uses fewer than the pod's %d NPUs" % (detail, npus), "idle NPUs stay reserved")

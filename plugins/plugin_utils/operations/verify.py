@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import missing_endpoints, status_ok
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS, PUBLISHING_ROLES
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.affinity import affinity_report, prefix_line
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
@@ -32,6 +33,32 @@ def http_results(results) -> dict:
 
 def _check(name, target, ok, detail=""):
     return {"check": name, "target": target, "ok": bool(ok), "detail": str(detail)}
+
+
+# KV-cache affinity needs the engines' KV events, which the Mooncake conductor decodes in vLLM's format only.
+AFFINITY_NOT_APPLICABLE = ("engine_type %s: the KV conductor decodes vLLM KV events only, so KV-cache affinity "
+                           "does not apply (the coordinator schedules with %s)")
+
+
+def engine_type(plan: dict):
+    """The engine_type of the job's prefill (or union) engines, as their user_config says (PyMotor's default vllm);
+    None without engines."""
+    for c in plan.get("containers", []):
+        section = ENGINE_SECTIONS.get(c.get("role"))
+        if section and c.get("role") in PUBLISHING_ROLES:
+            engine = (c.get("user_config") or {}).get(section) or {}
+            return (engine.get("engine_type") if isinstance(engine, dict) else None) or "vllm"
+    return None
+
+
+def _not_applicable(plan: dict, kind: str) -> dict:
+    sched = None
+    for c in plan.get("containers", []):
+        sched = (((c.get("user_config") or {}).get("motor_coordinator_config") or {}).get("scheduler_config") or {})
+        if sched:
+            break
+    reason = AFFINITY_NOT_APPLICABLE % (kind, (sched or {}).get("scheduler_type") or "its default scheduler")
+    return {"applicable": False, "verdict": "not applicable", "reason": reason, "passed": True}
 
 
 def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
@@ -128,6 +155,11 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
         checks.append(_check("unrelated requests succeed", "coordinator",
                              all(r.get("status") == 200 for r in unrelated),
                              "%d/%d HTTP 200" % (len([r for r in unrelated if r.get("status") == 200]), len(unrelated))))
+    kind = engine_type(plan)
+    if kind not in (None, "vllm") and not plan.get("affinity"):
+        affinity = _not_applicable(plan, kind)
+        checks.append(dict(_check("affinity", "coordinator", True, "not applicable: " + affinity["reason"]),
+                           applicable=False))
     kv_format = raw.get("kv_format")
     if kv_format:
         checks.append(_check("KV event format readable by the conductor", "engine image",
@@ -140,7 +172,8 @@ VERIFY_COLUMNS = [("result", "RESULT"), ("check", "CHECK"), ("target", "TARGET")
 
 
 def verify_table(report: dict) -> str:
-    rows = [dict(c, result="ok" if c["ok"] else "FAIL") for c in report.get("checks", [])]
+    rows = [dict(c, result="n/a" if c.get("applicable") is False else "ok" if c["ok"] else "FAIL")
+            for c in report.get("checks", [])]
     lines = [render_table(rows, VERIFY_COLUMNS), ""]
     if report.get("containers"):
         lines.append(render_table(report["containers"], [("host", "HOST"), ("container", "CONTAINER"),

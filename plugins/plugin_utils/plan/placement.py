@@ -54,7 +54,8 @@ class Placement:
         available = sum(len(h.npu_ids) for h in self.engine_hosts)
         if not self.engine_hosts:
             self.problems.append(Problem("hosts", f"no {self.hw} host in group {ENGINE_GROUP}",
-                                         f"add the NPU servers to {ENGINE_GROUP}" + self._availability()))
+                                         f"add the NPU servers to {ENGINE_GROUP}, or set "
+                                         f"motor_deploy_config.hardware_type to their type" + self._availability()))
             return
         for role, spec in self.engines.items():
             keys = DEPLOY_KEYS[role]
@@ -66,7 +67,8 @@ class Placement:
                     f"add engine hosts or use fewer pods with more NPUs each{self._availability()}"))
         if total_need > available and not self.problems:
             self.problems.append(Problem("motor_deploy_config", self._shortage_message(total_need, available),
-                                         f"add engine hosts, list more motor_npu_ids, or lower the counts{self._availability()}"))
+                                         f"add engine hosts, list more motor_npu_ids, or lower the counts "
+                                         f"{self._count_keys()}{self._availability()}"))
         if self.problems:
             return
         self._keep_previous_placement()
@@ -78,17 +80,25 @@ class Placement:
                 if not self._place_instance(role, spec, inst, nxt):
                     keys = DEPLOY_KEYS[role]
                     why = self._shortage_message(total_need, available)
+                    ranks = ", no two publishing pods that may get the same DP rank on one host" \
+                        if role == self.events_role else ""
                     self.problems.append(Problem(
                         f"motor_deploy_config.{keys[0]}",
                         f"cannot place {role} instance {inst} ({spec['pods']} pods x {spec['npus']} contiguous NPUs on "
-                        f"distinct hosts{', no two publishing pods that may get the same DP rank on one host' if role == self.events_role else ''}): {why}",
-                        f"add engine hosts, free NPUs, or lower the counts{self._availability()}"))
+                        f"distinct hosts{self.label_note(role)}{ranks}): {why}",
+                        f"add engine hosts, free NPUs, or lower the counts {self._count_keys()}"
+                        f"{self._availability()}"))
                     return
 
     def _shortage_message(self, total_need, available):
         parts = ", ".join(f"{role} {s['count']} x {s['pods']} pods x {s['npus']}" for role, s in self.engines.items())
         return (f"{self.hw} engine hosts need {total_need} NPUs ({parts}), available {available} NPUs "
                 f"on {len(self.engine_hosts)} hosts")
+
+    def _count_keys(self):
+        """The motor_deploy_config keys a shortage is fixed with: the instance counts and NPUs per pod of the roles."""
+        keys = [DEPLOY_KEYS[role][i] for i in (0, 2) for role in self.engines]
+        return "(motor_deploy_config." + ", ".join(keys) + ")"
 
     def _availability(self):
         by_hw = {}

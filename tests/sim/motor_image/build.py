@@ -19,12 +19,12 @@ from content_tag import content_digest  # noqa: E402  (tests/sim/content_tag.py)
 
 REPO = "local/pymotor-standin"
 BASE_IMAGE = os.environ.get("MOTOR_BASE_IMAGE", "local/debian:bookworm")
-CONTEXT = (".dockerignore", "Dockerfile", "startup", "lib", "motor_sim", "bin")
+CONTEXT = (".dockerignore", "Dockerfile", "startup", "lib", "motor_sim", "memfabric_hybrid", "bin")
 LOCK = Path(tempfile.gettempdir()) / "pymotor-standin-build.lock"
 
 
 def standin_tag() -> str:
-    """Tag from the build context (.dockerignore, Dockerfile, startup, motor_sim, bin: bytes, modes, directories),
+    """Tag from the build context (.dockerignore, Dockerfile, startup, lib, motor_sim, memfabric_hybrid, bin: bytes, modes, directories),
     the base image's id and the build argument."""
     digest = content_digest(HERE, CONTEXT, base_image=BASE_IMAGE, build_args={"BASE_IMAGE": BASE_IMAGE})
     return f"{REPO}:{digest[:12]}"

@@ -7,7 +7,8 @@ With scheduler_type kv_cache_affinity and KV_CONDUCTOR_SERVICE set it loads the 
 model directory, registers every prefill (or union) DP rank with the conductor (POST /register,
 as PyMotor's conductor_api_client) and routes each request to the prefill endpoint that the
 conductor's POST /query reports with the longest match (PyMotor's "unified" score), falling back
-to round robin. Like the real coordinator, responses say nothing about the instance that served them
+to round robin. SGLang jobs (engine_type sglang) get PyMotor's PD dual dispatch (prefill and decode at once,
+with the bootstrap host/port/room). Like the real coordinator, responses say nothing about the instance that served them
 (X-Request-Id only): that shows in the conductor's /query and the engines' prefix-cache counters.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import threading
 import time
 import uuid
@@ -146,6 +148,9 @@ class Coordinator:
         self.load_weight = float(sched.get("kv_affinity_load_weight", 1.0))
         self.prefill_scale = float(sched.get("kv_affinity_prefill_load_scale", 1.0))
         self.never_ready = os.environ.get("MOTOR_SIM_NEVER_READY") == "1"
+        # SGLang (engine_type of the prefill section): PyMotor's PD dual dispatch with the bootstrap protocol
+        self.dual_dispatch = (engine_section(user_config, "prefill").get("engine_type") == "sglang")
+        self.bootstrap_port = os.environ.get("DISAGGREGATION_BOOTSTRAP_PORT", "")
         self.instances: list[dict] = []
         self.inflight: dict[tuple, int] = {}  # (instance id, dp_rank) -> requests in flight
         self.rr = {role: itertools.count() for role in ("prefill", "decode", "union")}
@@ -250,6 +255,8 @@ class Coordinator:
         target, route, matched = self.pick_prefill(first_role, tokens)
         if target is None:
             return UNAVAILABLE
+        if pd_split and self.dual_dispatch:
+            return self.dual(target, body)
         # PD separation: prefill computes the KV cache (max_tokens 1), decode continues from it.
         first_body = {**body, "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}} if pd_split else body
         status, result = self.forward(target, first_body)
@@ -266,6 +273,32 @@ class Coordinator:
                 "prefill_dp_rank": target[1]["dp_rank"],
                 "decode_instance": f"vllm-decode-{decode[0]['id']}" if decode else None}
         log(COMPONENT, "request routed", **info)
+        return 200, result, {"X-Request-Id": uuid.uuid4().hex}
+
+    def dual(self, prefill: tuple[dict, dict], body: dict) -> tuple:
+        """PyMotor's SeparatePDDualDispatchRouter: the request, with bootstrap_host (the prefill endpoint's ip),
+        bootstrap_port (DISAGGREGATION_BOOTSTRAP_PORT, "" when unset) and a random bootstrap_room, goes to the
+        prefill and the decode engine at once; the client gets the decode's answer."""
+        decode = self.pick_round_robin("decode")
+        if decode is None:
+            return UNAVAILABLE
+        req = {**body, "bootstrap_host": prefill[1]["ip"], "bootstrap_port": self.bootstrap_port,
+               "bootstrap_room": random.randint(0, 2 ** 63 - 1)}
+        p_result = {}
+        p_thread = threading.Thread(target=lambda: p_result.update(zip(("status", "body"), self.forward(prefill, req))),
+                                    daemon=True)
+        p_thread.start()
+        status, result = self.forward(decode, req)
+        p_thread.join(timeout=30)
+        if status != 200:
+            return 502, {"detail": "decode endpoint failed", "status": status, "response": result,
+                         "prefill": p_result}
+        if p_result.get("status") != 200:  # PyMotor cancels the request when the prefill fails
+            return 502, {"detail": "prefill endpoint failed", "status": p_result.get("status"),
+                         "response": p_result.get("body")}
+        log(COMPONENT, "request routed", route="pd_dual_dispatch", prefill_instance=prefill[0]["id"],
+            prefill_endpoint=f"{prefill[1]['ip']}:{prefill[1]['port']}", decode_instance=decode[0]["id"],
+            bootstrap_port=self.bootstrap_port, prefill_status=p_result.get("status"))
         return 200, result, {"X-Request-Id": uuid.uuid4().hex}
 
     def infer_routes(self) -> dict:

@@ -4,6 +4,7 @@ OpenAI API, vLLM's POST /tokenize and GET /metrics (prefix-cache counters) on --
 GET /metrics on --mgmt-port (PyMotor's engine_server), KV events (PUB on endpoint port + dp_rank,
 replay ROUTER on replay port + dp_rank) when the engine section enables kv-events-config. It checks
 the NPUs it was given (ASCEND_RT_VISIBLE_DEVICES -> /dev/davinci<N>) and the model directory.
+With engine_type sglang in its section it runs the SGLang stand-in instead (motor_sim/sglang.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from motor_sim.common import (
     serve,
     wait_forever,
 )
+from motor_sim import sglang
 from motor_sim.kv_events import KvEventPublisher, PrefixCache
 from motor_sim.tokenizer import Tokenizer
 
@@ -128,7 +130,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     user_config = load_user_config(args.config_path)
     configure_tls(COMPONENT, user_config)
-    engine_config = engine_section(user_config, args.role).get("engine_config") or {}
+    engine = engine_section(user_config, args.role)
+    engine_config = engine.get("engine_config") or {}
+    if engine.get("engine_type") == "sglang":  # PyMotor's SGLangConfig / SGLangEngine path
+        sglang.run(args, engine_config, Tokenizer)
+        return
     devices = check_devices(engine_config)
     log(COMPONENT, "NPUs found", devices=devices, dp_rank=args.dp_rank, instance_id=args.instance_id)
     engine = Engine(args, engine_config)

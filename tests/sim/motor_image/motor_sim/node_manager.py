@@ -1,7 +1,9 @@
 """NodeManager stand-in (python3 -m motor.node_manager.main in PyMotor).
 
 Registers this pod with the controller, heartbeats every heartbeat_interval_seconds, and on
-POST /node-manager/start spawns one engine_server per local DP rank with ASCEND_RT_VISIBLE_DEVICES.
+POST /node-manager/start spawns one engine_server per local DP rank with ASCEND_RT_VISIBLE_DEVICES
+(engine_type sglang: one engine_server for the pod, which picks its NPUs from base-gpu-id, unless
+enable_multi_endpoints).
 An engine that dies takes the node manager (and so the container) down with exit code 1.
 """
 
@@ -15,6 +17,7 @@ import threading
 import time
 import uuid
 
+from motor_sim import sglang
 from motor_sim.common import (
     cfg_get,
     configure_tls,
@@ -56,6 +59,8 @@ class NodeManager:
         self.base_port = int((nm.get("endpoint_config") or {}).get("base_port") or 10000)
         self.heartbeat_interval = float((nm.get("basic_config") or {}).get("heartbeat_interval_seconds") or 3)
         self.controller = f"{scheme('mgmt')}://{os.environ['CONTROLLER_SERVICE']}:{controller_port(user_config)}"
+        self.sglang = engine.get("engine_type") == "sglang"
+        self.multi_endpoints = self.sglang and self.engine_config.get("enable_multi_endpoints") is True
         self.model_name = cfg_get(self.engine_config, "served_model_name", "")
         self.dp_local, self.devices_per_rank = self._parallel_plan(user_config)
         self.devices = self._assign_devices()
@@ -66,10 +71,21 @@ class NodeManager:
         self.lock = threading.Lock()
 
     def _parallel_plan(self, user_config: dict) -> tuple[int, int]:
+        pods = instance_pods(user_config, self.role)
+        if self.sglang:
+            # PyMotor's SGLangConfigResolver: tp-size/dp-size/pp-size; one server (endpoint) per pod unless
+            # engine_config.enable_multi_endpoints, which starts one per local DP rank of tp x pp NPUs
+            tp = int(cfg_get(self.engine_config, "tp_size", 1))
+            pp = int(cfg_get(self.engine_config, "pp_size", 1))
+            dp = int(cfg_get(self.engine_config, "dp_size", 1))
+            if not self.multi_endpoints:
+                return 1, sglang.engine_npus(self.engine_config)
+            if dp % pods:
+                fail(COMPONENT, f"dp-size {dp} is not divisible by {pods} pods per instance")
+            return dp // pods, tp * pp
         dp = int(cfg_get(self.engine_config, "data_parallel_size", 1))
         per_rank = int(cfg_get(self.engine_config, "tensor_parallel_size", 1)) * int(
             cfg_get(self.engine_config, "pipeline_parallel_size", 1))
-        pods = instance_pods(user_config, self.role)
         if dp % pods:
             fail(COMPONENT, f"data_parallel_size {dp} is not divisible by {pods} pods per instance")
         return dp // pods, per_rank
@@ -145,8 +161,10 @@ class NodeManager:
                 "--role", self.role, "--host", self.pod_ip, "--port", str(port), "--mgmt-port", str(mgmt),
                 "--master-dp-ip", cmd["master_dp_ip"], "--node-rank", str(cmd["node_rank"]),
                 "--config-path", os.environ["USER_CONFIG_PATH"]]
-        env = dict(os.environ, ASCEND_RT_VISIBLE_DEVICES=",".join(map(str, self.devices[local_rank])))
-        log(COMPONENT, "spawning engine", argv=argv, ASCEND_RT_VISIBLE_DEVICES=env["ASCEND_RT_VISIBLE_DEVICES"])
+        env = dict(os.environ)
+        if not self.sglang or self.multi_endpoints:  # PyMotor sets it per endpoint only with multi endpoints
+            env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(map(str, self.devices[local_rank]))
+        log(COMPONENT, "spawning engine", argv=argv, ASCEND_RT_VISIBLE_DEVICES=env.get("ASCEND_RT_VISIBLE_DEVICES"))
         return subprocess.Popen(argv, env=env)
 
     def watch_engines(self) -> None:

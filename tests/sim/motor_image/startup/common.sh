@@ -55,3 +55,28 @@ gen_kv_pool_config() {
   python3 "$CONFIGMAP_PATH/mooncake_config.py" pool "$CONFIG_PATH/kv_cache_pool_config.json" "$USER_CONFIG_PATH"
   export MOONCAKE_CONFIG_PATH="$CONFIG_PATH/kv_cache_pool_config.json"
 }
+
+# SGLang engines (PyMotor's common.sh set_mf_store_env): ASCEND_MF_STORE_URL as tcp://<host>:<port>; a host name is
+# resolved to its address (5 tries), a malformed URL ends the container.
+set_mf_store_env() {
+  [ -n "${ASCEND_MF_STORE_URL:-}" ] || return 0
+  if [[ ! "$ASCEND_MF_STORE_URL" =~ ^(tcp://)?([^:/]+)(:([0-9]+))?$ ]]; then
+    echo "[boot] ERROR: ASCEND_MF_STORE_URL format invalid: $ASCEND_MF_STORE_URL" >&2
+    exit 1
+  fi
+  local proto="${BASH_REMATCH[1]}" host="${BASH_REMATCH[2]}" port="${BASH_REMATCH[4]}" ip="" try
+  if [[ ! "$host" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+    for try in 1 2 3 4 5; do
+      ip=$(getent hosts "$host" | awk '{print $1}' | head -n1)
+      [ -n "$ip" ] && break
+      echo "[boot] resolve $host failed, retry $try/5"
+      sleep 2
+    done
+    if [ -z "$ip" ]; then
+      echo "[boot] ERROR: cannot resolve the mf_store host $host" >&2
+      exit 1
+    fi
+    export ASCEND_MF_STORE_URL="${proto}${ip}:${port}"
+  fi
+  echo "[boot] ASCEND_MF_STORE_URL: $ASCEND_MF_STORE_URL"
+}

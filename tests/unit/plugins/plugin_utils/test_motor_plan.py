@@ -671,7 +671,8 @@ def test_not_enough_npus_message():
         build_plan(cfg, inventory(engine=2, control=1))
     assert str(err.value) == (
         "motor_deploy_config: 800I_A2 engine hosts need 64 NPUs (prefill 4 x 1 pods x 8, decode 4 x 1 pods x 8), "
-        "available 16 NPUs on 2 hosts (add engine hosts, list more motor_npu_ids, or lower the counts; "
+        "available 16 NPUs on 2 hosts (add engine hosts, list more motor_npu_ids, or lower the counts "
+        "(motor_deploy_config.p_instances_num, d_instances_num, p_pod_npu_num, d_pod_npu_num); "
         "in motor_engine_hosts: 800I_A2: 16 NPUs on 2 hosts)")
 
 

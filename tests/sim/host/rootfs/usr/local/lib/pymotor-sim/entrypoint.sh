@@ -11,8 +11,12 @@ npu_count() {
   case $SIM_HARDWARE in
     800I_A2) echo 8 ;;
     800I_A3) echo 16 ;;
+    # Atlas A5 (PyMotor's HARDWARE_TYPE_950I_A5) with one chip per card (schedule policy chip1-node<N>)
+    350-Atlas-8) echo 8 ;;
+    350-Atlas-16) echo 16 ;;
     none) echo 0 ;;
-    *) echo "[sim-host] unknown SIM_HARDWARE=$SIM_HARDWARE (800I_A2, 800I_A3 or none)" >&2; exit 2 ;;
+    *) echo "[sim-host] unknown SIM_HARDWARE=$SIM_HARDWARE (800I_A2, 800I_A3, 350-Atlas-8, 350-Atlas-16 or none)" >&2
+       exit 2 ;;
   esac
 }
 
