@@ -37,7 +37,11 @@ def log_received(component: str) -> None:
 
 
 def load_user_config(path: str | None = None) -> dict:
+    """PyMotor's components: a missing config file is a warning, the defaults apply ({} here)."""
     path = path or os.environ.get("USER_CONFIG_PATH", "")
+    if not os.path.exists(path):
+        print(f"[config] WARNING: Configuration file does not exist, using default configuration: {path}", flush=True)
+        return {}
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)

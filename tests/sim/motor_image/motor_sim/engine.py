@@ -3,13 +3,15 @@
 OpenAI API, vLLM's POST /tokenize and GET /metrics (prefix-cache counters) on --port, GET /status and
 GET /metrics on --mgmt-port (PyMotor's engine_server), KV events (PUB on endpoint port + dp_rank,
 replay ROUTER on replay port + dp_rank) when the engine section enables kv-events-config. It checks
-the NPUs it was given (ASCEND_RT_VISIBLE_DEVICES -> /dev/davinci<N>) and the model directory.
+the NPUs it was given (ASCEND_RT_VISIBLE_DEVICES: logical ids over the container's /dev/davinci<N>) and the model directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
+import re
 import time
 import uuid
 
@@ -46,15 +48,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def container_npus() -> list[str]:
+    """The /dev/davinci<N> nodes of the container in the order the runtime numbers them (logical id = index)."""
+    found = (re.fullmatch(r"/dev/davinci(\d+)", p) for p in glob.glob("/dev/davinci*"))
+    return [f"/dev/davinci{n}" for n in sorted(int(m.group(1)) for m in found if m)]
+
+
 def check_devices(engine_config: dict) -> list[str]:
-    """The NPUs of this rank must exist in the container (tp * pp of them), as on a real host."""
+    """The NPUs of this rank (tp * pp of them): ASCEND_RT_VISIBLE_DEVICES holds logical ids, 0..n-1 over the
+    devices the container was given (a container with /dev/davinci4..7 has logical 0..3), as the CANN runtime reads
+    it; an id beyond the container's devices fails like an invalid device id on a real host."""
     visible = [d for d in os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if d]
     need = int(cfg_get(engine_config, "tensor_parallel_size", 1)) * int(cfg_get(engine_config, "pipeline_parallel_size", 1))
-    missing = [d for d in visible if not os.path.exists(f"/dev/davinci{d}")]
-    if len(visible) != need or missing:
-        fail(COMPONENT, f"NPU check failed: ASCEND_RT_VISIBLE_DEVICES={','.join(visible)!r} needs {need} device(s) "
-                        f"(tp*pp), missing device nodes: {['/dev/davinci' + d for d in missing]}")
-    return visible
+    npus = container_npus()
+    bad = [d for d in visible if not d.isdigit() or int(d) >= len(npus)]
+    if len(visible) != need or bad:
+        fail(COMPONENT, f"NPU check failed: ASCEND_RT_VISIBLE_DEVICES={','.join(visible)!r} needs {need} logical "
+                        f"device id(s) (tp*pp) below {len(npus)} (the container's devices {npus}); invalid: {bad}")
+    return [npus[int(d)] for d in visible]
 
 
 class Engine:
@@ -130,6 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     configure_tls(COMPONENT, user_config)
     engine_config = engine_section(user_config, args.role).get("engine_config") or {}
     devices = check_devices(engine_config)
+    mooncake = os.environ.get("MOONCAKE_CONFIG_PATH")
+    if mooncake and not os.path.isfile(mooncake):  # PyMotor's gen_kv_pool_config exports it even when it failed
+        fail(COMPONENT, f"Mooncake store config MOONCAKE_CONFIG_PATH={mooncake} does not exist")
     log(COMPONENT, "NPUs found", devices=devices, dp_rank=args.dp_rank, instance_id=args.instance_id)
     engine = Engine(args, engine_config)
     serve(f"{COMPONENT}-{args.dp_rank}", args.port, engine.routes(), host=args.host, tls="infer")
