@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -16,7 +17,7 @@ import simctl
 import support
 from support import REPO, recap_changed
 
-PREFIX = "pymotor-ops"
+PREFIX = "pymotor-ops" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts, e.g. "-strict"
 IMAGE = "local/pymotor-ops:test"
 JOB = "ops-job"
 SECRET = "FAKE-SECRET-9f3a1c"

@@ -31,7 +31,7 @@ from fault_support import (
 )
 from support import ansible_env, recap_changed, wait_for
 
-PREFIX = "pymotor-fault"
+PREFIX = "pymotor-fault" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts, e.g. "-strict"
 JOB = "fault-job"
 # Fast readiness polling: the stand-in is ready within seconds.
 # In the name of both readiness waits of deploy.yml (one pymotor.ascend.motor_wait run each): after the tiers and

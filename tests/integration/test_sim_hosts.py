@@ -25,7 +25,7 @@ import simctl
 
 pytestmark = pytest.mark.docker
 
-PREFIX = "pymotor-simtest"
+PREFIX = "pymotor-simtest" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts, e.g. "-strict"
 A2_1, A2_2, A3, CTL = (f"{PREFIX}-1", f"{PREFIX}-2", f"{PREFIX}-3", f"{PREFIX}-ctl")
 NESTED_IMAGE = "local/debian:bookworm"
 NESTED_PORT = 18181

@@ -43,7 +43,7 @@ standin_build = _load("motor_standin_build", REPO_ROOT / "tests/sim/motor_image/
 
 pytestmark = pytest.mark.docker
 
-PREFIX = "pymotor-standin"
+PREFIX = "pymotor-standin" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts, e.g. "-strict"
 SEED = REPO_ROOT / "tests/unit/fixtures/configs/seed_pd_separation"
 STARTUP_IN_IMAGE = "/tmp/motor/examples/deployer/startup"
 CONFIGMAP = "/opt/pymotor/configmap"

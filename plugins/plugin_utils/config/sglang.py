@@ -61,7 +61,7 @@ def _check_keys(ctx, engine_config, path):
             ctx.warn(join_path(path, key), "set by PyMotor's SGLang path itself (host, port, disaggregation mode)",
                      "remove it")
     if "base_gpu_id" in engine_config:
-        ctx.warn(join_path(path, "base_gpu_id"), "replaced by the plan: each pod's base_gpu_id is its first NPU",
+        ctx.warn(join_path(path, "base_gpu_id"), "replaced by the plan: each pod's base_gpu_id is 0, the first NPU of its container (logical ids)",
                  "remove it; the plan pins the NPUs of every pod")
 
 

@@ -6,7 +6,8 @@
 - ``mf_store`` (memfabric config store, ``ROLE=mf_store``) on the first control host, port MF_STORE_PORT;
   the engines get ASCEND_MF_STORE_URL, ASCEND_MF_TRANSFER_PROTOCOL (device_rdma on 800I_A2, else sdma) and
   SGLANG_HOST_IP; the coordinator gets DISAGGREGATION_BOOTSTRAP_PORT.
-- each pod's ``base_gpu_id`` is its first NPU (its tp/dp ranks use the NPUs from there on);
+- each pod's ``base_gpu_id`` is 0: a pod's container gets only its own NPUs, and the CANN runtime numbers a
+  container's devices from 0 (logical ids, as upstream's ``_calc_visible_device_ids`` for vLLM);
 - the prefill engines bind ``disaggregation_bootstrap_port``: one value for every prefill pod (the coordinator
   knows one), so at most one prefill pod per host;
 - SGLang takes no vLLM data_parallel_rpc_port and serves one endpoint per pod unless enable_multi_endpoints.
@@ -108,10 +109,11 @@ class SGLangPlan:
         self.containers.sort(key=lambda c: (c["tier"], natural_key(c["name"])))
 
     def _pin_sglang(self, cont, bootstrap):
-        """SGLang's engine_config of a pod: its first NPU as base_gpu_id, no vLLM dp rpc port, the bootstrap port."""
+        """SGLang's engine_config of a pod: base_gpu_id 0 (the first of its container's NPUs, logical ids), no vLLM dp
+        rpc port, the bootstrap port."""
         spec = self.engines[cont["role"]]
         engine_config = ensure(cont["user_config"], spec["section"], "engine_config")
-        engine_config["base_gpu_id"] = cont["npu_ids"][0]
+        engine_config["base_gpu_id"] = 0
         engine_config.pop("data_parallel_rpc_port", None)
         if bootstrap is not None:
             for role in self.engines:  # the prefill's own key, and the decode's where the user set it

@@ -57,8 +57,10 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
         "env": {str(k): str(v) for k, v in plain_env.items()},
         "secret_env": {str(k): str(v) for k, v in secret_env.items()},
         "devices": list(container.get("devices") or []),
-        # PyMotor's controller spins at 100% CPU on stdin at EOF (Docker's default): keep stdin open (docker run -i)
-        "stdin_open": True,
+        # PyMotor's controller spins at 100% CPU on stdin at EOF (Docker's default): its stdin stays open (docker run
+        # -i). Only its: the node manager's main loop blocks in input() on an open silent stdin, so after giving up
+        # (5 failed registrations, 5 abnormal heartbeats) it would never exit and the restart policy never act.
+        "stdin_open": container["role"] == "controller",
         "volumes": volumes,
         "ipc_mode": container.get("ipc_mode") or None,
         "shm_size": container.get("shm_size") or None,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 import signal
 import ssl
 import sys
@@ -37,7 +39,11 @@ def log_received(component: str) -> None:
 
 
 def load_user_config(path: str | None = None) -> dict:
+    """PyMotor's components: a missing config file is a warning, the defaults apply ({} here)."""
     path = path or os.environ.get("USER_CONFIG_PATH", "")
+    if not os.path.exists(path):
+        print(f"[config] WARNING: Configuration file does not exist, using default configuration: {path}", flush=True)
+        return {}
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
@@ -235,3 +241,9 @@ def install_fault_knobs(component: str) -> None:
 
 def wait_forever() -> None:
     threading.Event().wait()
+
+
+def container_npus() -> list[str]:
+    """The /dev/davinci<N> nodes of the container in the order the runtime numbers them (logical id = index)."""
+    found = (re.fullmatch(r"/dev/davinci(\d+)", p) for p in glob.glob("/dev/davinci*"))
+    return [f"/dev/davinci{n}" for n in sorted(int(m.group(1)) for m in found if m)]

@@ -43,17 +43,38 @@ COMPONENT = "coordinator"
 UNAVAILABLE = (503, {"detail": "Service is not available"})
 
 
+# PyMotor's PrefillKvEventConfig defaults (motor/config/coordinator.py)
+KV_EVENT_DEFAULTS = {"http_server_port": 13333, "block_size": 128, "endpoint": "", "replay_endpoint": "",
+                     "engine_type": "vLLM", "model_path": ""}
+
+
 def kv_event_config(user_config: dict) -> dict:
-    """prefill_kv_event_config derived like PyMotor (config_utils), explicit values win."""
+    """prefill_kv_event_config as PyMotor's coordinator reads it: the dataclass defaults, then
+    motor_coordinator_config.prefill_kv_event_config, REPLACED whole by config_utils._update_prefill_kv_event_config
+    when motor_engine_prefill_config.engine_config has the raw key "kv-events-config" (hyphens only: "kv_events_config"
+    is not read; block size from the raw "block-size" only; kv_conductor_config.http_server_port must exist, else the
+    derivation is dropped with a warning). Union-only configs have no prefill section: the explicit section stays."""
+    cfg = dict(section(user_config, "motor_coordinator_config", "prefill_kv_event_config"))
+    try:
+        prefill = user_config["motor_engine_prefill_config"]
+        engine = prefill["engine_config"]
+        events = engine.get("kv-events-config")
+        if isinstance(events, dict):
+            model_path = cfg_get(engine, "model_path") or cfg_get(engine, "model") or \
+                (prefill.get("model_config") or {}).get("model_path") or ""
+            cfg = {"endpoint": events.get("endpoint", ""), "replay_endpoint": events.get("replay_endpoint", ""),
+                   "block_size": engine.get("block-size", 128),
+                   "http_server_port": user_config["kv_conductor_config"]["http_server_port"], "model_path": model_path}
+        else:
+            log(COMPONENT, "kv_events_config is None")
+    except (KeyError, TypeError, AttributeError) as exc:
+        log(COMPONENT, f"Failed to get prefill config: {exc!r}")
+    out = {**KV_EVENT_DEFAULTS, **{k: v for k, v in cfg.items() if k in KV_EVENT_DEFAULTS}}
+    out["block_size"] = int(out["block_size"])
+    # stand-in only: the model name the conductor is queried with (the real one takes the instance's model_name)
     role = "prefill" if engine_section(user_config, "prefill") else "union"
-    engine = engine_section(user_config, role).get("engine_config") or {}
-    events = cfg_get(engine, "kv_events_config") or {}
-    derived = {"endpoint": events.get("endpoint"), "replay_endpoint": events.get("replay_endpoint"),
-               "block_size": int(cfg_get(engine, "block_size", 128)), "engine_type": "vLLM",
-               "http_server_port": int(section(user_config, "kv_conductor_config").get("http_server_port") or 13333),
-               "model_path": cfg_get(engine, "model"), "model_name": cfg_get(engine, "served_model_name")}
-    explicit = section(user_config, "motor_coordinator_config", "prefill_kv_event_config")
-    return {**derived, **{k: v for k, v in explicit.items() if v not in (None, "")}}
+    out["model_name"] = cfg_get(engine_section(user_config, role).get("engine_config") or {}, "served_model_name")
+    return out
 
 
 def conductor_endpoint(template: str | None, ip: str, dp_rank: int) -> str | None:

@@ -3,7 +3,7 @@
 OpenAI API, vLLM's POST /tokenize and GET /metrics (prefix-cache counters) on --port, GET /status and
 GET /metrics on --mgmt-port (PyMotor's engine_server), KV events (PUB on endpoint port + dp_rank,
 replay ROUTER on replay port + dp_rank) when the engine section enables kv-events-config. It checks
-the NPUs it was given (ASCEND_RT_VISIBLE_DEVICES -> /dev/davinci<N>) and the model directory.
+the NPUs it was given (ASCEND_RT_VISIBLE_DEVICES: logical ids over the container's /dev/davinci<N>) and the model directory.
 With engine_type sglang in its section it runs the SGLang stand-in instead (motor_sim/sglang.py).
 """
 
@@ -17,6 +17,7 @@ import uuid
 from motor_sim.common import (
     cfg_get,
     configure_tls,
+    container_npus,
     engine_section,
     fail,
     install_fault_knobs,
@@ -49,14 +50,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_devices(engine_config: dict) -> list[str]:
-    """The NPUs of this rank must exist in the container (tp * pp of them), as on a real host."""
+    """The NPUs of this rank (tp * pp of them): ASCEND_RT_VISIBLE_DEVICES holds logical ids, 0..n-1 over the
+    devices the container was given (a container with /dev/davinci4..7 has logical 0..3), as the CANN runtime reads
+    it; an id beyond the container's devices fails like an invalid device id on a real host."""
     visible = [d for d in os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if d]
     need = int(cfg_get(engine_config, "tensor_parallel_size", 1)) * int(cfg_get(engine_config, "pipeline_parallel_size", 1))
-    missing = [d for d in visible if not os.path.exists(f"/dev/davinci{d}")]
-    if len(visible) != need or missing:
-        fail(COMPONENT, f"NPU check failed: ASCEND_RT_VISIBLE_DEVICES={','.join(visible)!r} needs {need} device(s) "
-                        f"(tp*pp), missing device nodes: {['/dev/davinci' + d for d in missing]}")
-    return visible
+    npus = container_npus()
+    bad = [d for d in visible if not d.isdigit() or int(d) >= len(npus)]
+    if len(visible) != need or bad:
+        fail(COMPONENT, f"NPU check failed: ASCEND_RT_VISIBLE_DEVICES={','.join(visible)!r} needs {need} logical "
+                        f"device id(s) (tp*pp) below {len(npus)} (the container's devices {npus}); invalid: {bad}")
+    return [npus[int(d)] for d in visible]
 
 
 class Engine:
@@ -136,6 +140,9 @@ def main(argv: list[str] | None = None) -> None:
         sglang.run(args, engine_config, Tokenizer)
         return
     devices = check_devices(engine_config)
+    mooncake = os.environ.get("MOONCAKE_CONFIG_PATH")
+    if mooncake and not os.path.isfile(mooncake):  # PyMotor's gen_kv_pool_config exports it even when it failed
+        fail(COMPONENT, f"Mooncake store config MOONCAKE_CONFIG_PATH={mooncake} does not exist")
     log(COMPONENT, "NPUs found", devices=devices, dp_rank=args.dp_rank, instance_id=args.instance_id)
     engine = Engine(args, engine_config)
     serve(f"{COMPONENT}-{args.dp_rank}", args.port, engine.routes(), host=args.host, tls="infer")

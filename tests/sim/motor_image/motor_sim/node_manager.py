@@ -1,9 +1,17 @@
 """NodeManager stand-in (python3 -m motor.node_manager.main in PyMotor).
 
 Registers this pod with the controller, heartbeats every heartbeat_interval_seconds, and on
-POST /node-manager/start spawns one engine_server per local DP rank with ASCEND_RT_VISIBLE_DEVICES
-(engine_type sglang: one engine_server for the pod, which picks its NPUs from base-gpu-id, unless
-enable_multi_endpoints).
+POST /node-manager/start spawns one engine_server per local DP rank with ASCEND_RT_VISIBLE_DEVICES (logical ids
+0..n-1 of the devices the container has, as upstream's _calc_visible_device_ids). Upstream's limits
+(motor/node_manager/core/engine_manager.py _register, heartbeat_manager.py, main.py):
+- registration: 5 attempts, 2 s wait doubled after each failure (2, 4, 8, 16 s), then the node manager gives up
+  (SIGTERM to itself: every module stops);
+- engine /status polled every second; failures are ignored for 120 s after start (grace period), then the
+  endpoint is abnormal; 5 consecutive abnormal heartbeats (reported successfully) -> suicide: engines killed;
+- the main thread then leaves its stdin loop (``input()``; at EOF a 1 s sleep per turn) and exits 255 (main()
+  returns -1). With stdin open and silent (docker run -i) input() never returns: the process stays, stopped.
+engine_type sglang: one engine_server for the pod, which picks its NPUs from base-gpu-id, unless
+enable_multi_endpoints.
 An engine that dies takes the node manager (and so the container) down with exit code 1.
 """
 
@@ -12,6 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -33,10 +42,14 @@ from motor_sim.common import (
     scheme,
     section,
     serve,
-    wait_forever,
 )
 
 COMPONENT = "node_manager"
+REGISTER_ATTEMPTS = 5  # engine_manager.py _register: max_retries
+REGISTER_FIRST_WAIT = 2  # retry_interval, doubled after each failed attempt
+STATUS_GRACE_SECONDS = 120  # heartbeat_manager.py: /status failures ignored this long after start
+ABNORMAL_HEARTBEATS = 5  # heartbeat_manager.py: consecutive abnormal heartbeats before the suicide flag
+GIVE_UP_EXIT = 255  # main.py: main() returns -1
 
 
 def npu_ids() -> list[int]:
@@ -69,6 +82,9 @@ class NodeManager:
         # Identifies this process: a restarted pod keeps its pod_ip, the controller tells it apart by this.
         self.boot_id = uuid.uuid4().hex
         self.lock = threading.Lock()
+        self.started_at = time.monotonic()
+        self.status: list[str] = []
+        self.gave_up = threading.Event()
 
     def _parallel_plan(self, user_config: dict) -> tuple[int, int]:
         pods = instance_pods(user_config, self.role)
@@ -115,25 +131,74 @@ class NodeManager:
                           for i in range(self.dp_local)],
         }
 
-    def register(self) -> None:
-        while True:
+    def register(self) -> bool:
+        """Upstream's _register: REGISTER_ATTEMPTS tries, then give up (True when registered)."""
+        wait = REGISTER_FIRST_WAIT
+        for attempt in range(1, REGISTER_ATTEMPTS + 1):
+            log(COMPONENT, f"Attempting registration (Attempt {attempt} of {REGISTER_ATTEMPTS})...")
             status, body = http_json("POST", f"{self.controller}/controller/register", self.register_message())
             if status == 200:
                 log(COMPONENT, "registered with controller", controller=self.controller, response=body)
-                return
-            log(COMPONENT, "controller registration failed, retrying", controller=self.controller,
-                status=status, response=body)
-            time.sleep(2)
+                return True
+            log(COMPONENT, f"Registration attempt {attempt} failed", controller=self.controller, status=status,
+                response=body)
+            if attempt < REGISTER_ATTEMPTS:
+                time.sleep(wait)
+                wait *= 2
+        log(COMPONENT, f"ERROR: Failed to register after {REGISTER_ATTEMPTS} attempts.")
+        self.give_up("registration failed")
+        return False
+
+    def give_up(self, why: str) -> None:
+        """Upstream's SIGTERM-to-itself / suicide procedure: every module stops (engines killed); the main thread
+        notices at its next stdin-loop turn."""
+        log(COMPONENT, f"ERROR: stopping all modules: {why}")
+        self.stop_engines()
+        self.gave_up.set()
+
+    def stop_engines(self) -> None:
+        for proc in self.engines:
+            if proc.poll() is None:
+                proc.kill()
+
+    def endpoint_statuses(self) -> list[str]:
+        """Each endpoint's status as upstream's status loop keeps it: within the grace period a failed /status
+        keeps the previous status."""
+        within_grace = time.monotonic() - self.started_at < STATUS_GRACE_SECONDS
+        statuses = []
+        for i in range(self.dp_local):
+            previous = self.status[i] if i < len(self.status) else "initial"
+            if not self.engines:
+                statuses.append(previous)
+                continue
+            status, body = http_json("GET", f"{scheme('mgmt')}://{self.pod_ip}:{self.endpoint_ports(i)[1]}/status",
+                                     timeout=1)
+            detected = body.get("status") if status == 200 and isinstance(body, dict) else "abnormal"
+            statuses.append(previous if within_grace and detected == "abnormal" else detected)
+        self.status = statuses
+        return statuses
 
     def heartbeat_loop(self) -> None:
-        while True:
+        abnormal = 0
+        while not self.gave_up.is_set():
             time.sleep(self.heartbeat_interval)
+            statuses = self.endpoint_statuses()
             body = {"job_name": self.job_name, "pod_ip": self.pod_ip, "boot_id": self.boot_id,
-                    "status": self.engines_normal()}
+                    "status": all(s == "normal" for s in statuses) and bool(self.engines)}
             status, _ = http_json("POST", f"{self.controller}/controller/heartbeat", body)
             if status == 404:  # the controller forgot us (restart): register again
                 log(COMPONENT, "controller does not know this pod; registering again")
                 self.register()
+                continue
+            if status != 200:  # upstream: an exception while reporting is logged; the count stays
+                continue
+            if "abnormal" in statuses:
+                abnormal += 1
+                log(COMPONENT, f"Consecutive abnormal heartbeat count: {abnormal}/{ABNORMAL_HEARTBEATS}")
+                if abnormal >= ABNORMAL_HEARTBEATS:
+                    self.give_up(f"Reached {ABNORMAL_HEARTBEATS} consecutive abnormal heartbeats")
+            else:
+                abnormal = 0
 
     def engines_normal(self) -> bool:
         if not self.engines:
@@ -155,6 +220,15 @@ class NodeManager:
         threading.Thread(target=self.watch_engines, daemon=True).start()
         return 200, {"status": "started", "instance_id": self.started_instance}
 
+    def visible_devices(self, index: int) -> str:
+        """Upstream's _calc_visible_device_ids: logical ids (the container's devices count from 0), local_world_size
+        of them per endpoint, wrapping around the device count."""
+        size = max(len(npu_ids()), 1)
+        k = self.devices_per_rank
+        start = index * k % size
+        ids = [(start + j) % size for j in range(k)]
+        return ",".join(map(str, ids))
+
     def _spawn(self, cmd: dict, local_rank: int, dp_rank: int) -> subprocess.Popen:
         port, mgmt = self.endpoint_ports(local_rank)
         argv = ["engine_server", "--dp-rank", str(dp_rank), "--instance-id", str(cmd["instance_id"]),
@@ -163,22 +237,38 @@ class NodeManager:
                 "--config-path", os.environ["USER_CONFIG_PATH"]]
         env = dict(os.environ)
         if not self.sglang or self.multi_endpoints:  # PyMotor sets it per endpoint only with multi endpoints
-            env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(map(str, self.devices[local_rank]))
+            env["ASCEND_RT_VISIBLE_DEVICES"] = self.visible_devices(local_rank)
         log(COMPONENT, "spawning engine", argv=argv, ASCEND_RT_VISIBLE_DEVICES=env.get("ASCEND_RT_VISIBLE_DEVICES"))
         return subprocess.Popen(argv, env=env)
 
     def watch_engines(self) -> None:
-        while True:
+        """Logs an engine's exit; upstream notices it only through /status (see heartbeat_loop)."""
+        seen = set()
+        while not self.gave_up.is_set():
             for proc in self.engines:
                 code = proc.poll()
-                if code is not None:
-                    log(COMPONENT, f"ERROR: engine {proc.args[2:4]} exited with {code}; node manager exits")
-                    os._exit(1)
+                if code is not None and proc.pid not in seen:
+                    seen.add(proc.pid)
+                    log(COMPONENT, f"ERROR: engine {proc.args[1:3]} exited with {code}")
             time.sleep(0.5)
 
     def routes(self) -> dict:
         return {("POST", "/node-manager/start"): self.start_engines,
                 ("GET", "/node-manager/status"): lambda *_: (200, {"status": self.engines_normal()})}
+
+
+def stdin_loop(nm: NodeManager) -> int:
+    """Upstream main.py's loop: the give-up flag is checked once per turn, a turn waits for a stdin line (EOF: 1 s)."""
+    while True:
+        if nm.gave_up.is_set():
+            log(COMPONENT, f"exit_code: {GIVE_UP_EXIT - 256}")
+            return GIVE_UP_EXIT
+        try:
+            line = input().strip().lower()
+            if line:
+                log(COMPONENT, f"Unknown command: {line}")
+        except EOFError:
+            time.sleep(1)
 
 
 def main() -> None:
@@ -190,10 +280,18 @@ def main() -> None:
     user_config = load_user_config()
     configure_tls(COMPONENT, user_config)
     nm = NodeManager(user_config)
+
+    def on_term(*_) -> None:  # docker stop: engines go with it (upstream's handler stops every module)
+        nm.stop_engines()
+        os._exit(0)
+    signal.signal(signal.SIGTERM, on_term)
     serve(COMPONENT, nm.port, nm.routes(), tls="mgmt")
-    nm.register()
-    threading.Thread(target=nm.heartbeat_loop, daemon=True).start()
-    wait_forever()
+
+    def run() -> None:
+        if nm.register():
+            nm.heartbeat_loop()
+    threading.Thread(target=run, daemon=True).start()
+    raise SystemExit(stdin_loop(nm))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ SGLang wants one, and a missing ``--model-path``.
 
 Start-up checks, each ending the engine (and so the node manager and its container) like the real one:
 - the NPUs: ``tp-size x pp-size`` (x ``dp-size`` without ``enable-dp-attention``) devices from ``base-gpu-id`` on,
-  step ``gpu-id-step`` (``/dev/davinci<N>``), or the ASCEND_RT_VISIBLE_DEVICES the node manager set with
+  step ``gpu-id-step`` (logical ids over the container's ``/dev/davinci<N>``), or the ASCEND_RT_VISIBLE_DEVICES the node manager set with
   multi endpoints;
 - the model directory and its tokenizer;
 - disaggregation prefill: binds ``disaggregation-bootstrap-port`` (default 8998) on the host (HTTP ``GET /route``);
@@ -30,7 +30,7 @@ import socket
 import time
 import uuid
 
-from motor_sim.common import cfg_get, fail, http_json, log, serve, wait_forever
+from motor_sim.common import cfg_get, container_npus, fail, http_json, log, serve, wait_forever
 
 COMPONENT = "sglang"
 DEFAULT_BOOTSTRAP_PORT = 8998
@@ -159,6 +159,9 @@ def engine_npus(engine_config: dict) -> int:
 
 
 def check_devices(args: dict) -> list[str]:
+    """The NPUs of this server: logical ids (0..n-1 over the container's /dev/davinci<N>, as the CANN runtime
+    numbers them) from ``base-gpu-id`` on, or the ASCEND_RT_VISIBLE_DEVICES the node manager set with multi
+    endpoints; an id beyond the container's devices fails like an invalid device id on a real host."""
     need = npus_needed(args)
     visible = [d for d in os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if d]
     if visible:  # multi endpoints: the node manager picked this server's NPUs
@@ -166,11 +169,12 @@ def check_devices(args: dict) -> list[str]:
     else:
         base, step = args.get("base-gpu-id", 0), args.get("gpu-id-step", 1)
         ids = [str(base + i * step) for i in range(need)]
-    missing = [f"/dev/davinci{d}" for d in ids if not os.path.exists(f"/dev/davinci{d}")]
-    if len(ids) != need or missing:
+    npus = container_npus()
+    bad = [d for d in ids if not d.isdigit() or int(d) >= len(npus)]
+    if len(ids) != need or bad:
         fail(COMPONENT, f"NPU check failed: {need} device(s) needed (tp x pp{'' if args.get('enable-dp-attention') else ' x dp'}"
-                        f"), devices {ids}, missing device nodes: {missing}")
-    return ids
+                        f"), logical ids {ids} over the container's devices {npus}; invalid: {bad}")
+    return [npus[int(d)] for d in ids]
 
 
 def register_mf_store(role: str, ip: str) -> None:

@@ -23,13 +23,13 @@ case "$ROLE" in
     ;;
 esac
 
-for script in common.sh "$role_script"; do
-  if [ ! -f "$SCRIPT_DIR/$script" ]; then
-    echo "[boot] ERROR: $SCRIPT_DIR/$script: No such file or directory (role scripts sit flat next to boot.sh)" >&2
-    exit 1
-  fi
-done
 # shellcheck source=/dev/null
 source "$SCRIPT_DIR/common.sh"
+# PyMotor's boot.sh sources common.sh (set_common_env, the user_config copy) before it looks for the role script:
+# the same order here, and the same end when the role script is not next to boot.sh (exit 1).
+if [ ! -f "$SCRIPT_DIR/$role_script" ]; then
+  echo "[boot] ERROR: $SCRIPT_DIR/$role_script: No such file or directory (role scripts sit flat next to boot.sh)" >&2
+  exit 1
+fi
 # shellcheck source=/dev/null
 source "$SCRIPT_DIR/$role_script"

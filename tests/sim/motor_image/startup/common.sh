@@ -16,24 +16,27 @@ require_env_function() {
 
 require_env_function set_common_env common.sh
 
+# As PyMotor's common.sh: USER_CONFIG_PATH is the copy in CONFIG_PATH, re-synced every CONFIG_SYNC_INTERVAL (10) s;
+# without $CONFIGMAP_PATH/user_config.json boot goes on with USER_CONFIG_PATH pointing at that missing file (the
+# components then log "Configuration file does not exist, using default configuration").
 user_config_src="$CONFIGMAP_PATH/user_config.json"
-if [ ! -f "$user_config_src" ]; then
-  echo "[boot] ERROR: $user_config_src not found" >&2
-  exit 1
-fi
 mkdir -p "$CONFIG_PATH"
 chmod 750 "$CONFIG_PATH"
-export USER_CONFIG_PATH="$CONFIG_PATH/user_config.json"
-cp "$user_config_src" "$USER_CONFIG_PATH"
-echo "[boot] user_config copied to $USER_CONFIG_PATH"
-
-# Components watch USER_CONFIG_PATH; PyMotor re-copies it every CONFIG_SYNC_INTERVAL seconds.
-(
-  while sleep "${CONFIG_SYNC_INTERVAL:-10}"; do
-    cp "$user_config_src" "$USER_CONFIG_PATH.tmp" && mv "$USER_CONFIG_PATH.tmp" "$USER_CONFIG_PATH"
-  done
-) &
-echo $! >"$CONFIG_PATH/user_config_sync.pid"
+if [ -f "$user_config_src" ]; then
+  export USER_CONFIG_PATH="$CONFIG_PATH/user_config.json"
+  cp -f "$user_config_src" "$USER_CONFIG_PATH"
+  chmod 640 "$USER_CONFIG_PATH"
+  echo "[boot] user_config copied to $USER_CONFIG_PATH"
+  (
+    while sleep "${CONFIG_SYNC_INTERVAL:-10}"; do
+      cp "$user_config_src" "$USER_CONFIG_PATH.tmp" && mv "$USER_CONFIG_PATH.tmp" "$USER_CONFIG_PATH"
+    done
+  ) &
+  echo $! >"$CONFIG_PATH/user_config_sync.pid"
+else
+  export USER_CONFIG_PATH="$user_config_src"
+  echo "[boot] WARNING: $user_config_src not found: USER_CONFIG_PATH=$USER_CONFIG_PATH (missing)" >&2
+fi
 
 # Log directories under MOTOR_LOG_ROOT_PATH/MODEL_NAME/SERVICE_ID, as PyMotor lays them out.
 setup_log_dirs() {
@@ -49,11 +52,14 @@ set_cann_env() {
   export PATH="$PATH:$driver/tools"
 }
 
-# Engines with a KV pool get MOONCAKE_CONFIG_PATH, written from kv_cache_pool_config.
+# Engines with a KV pool get MOONCAKE_CONFIG_PATH, written from kv_cache_pool_config. As PyMotor's
+# gen_kv_pool_config: the variable is exported first and a failure of mooncake_config.py is only logged (boot goes
+# on; the engine then finds no Mooncake config).
 gen_kv_pool_config() {
   [ -n "${KVP_MASTER_SERVICE:-}" ] || return 0
-  python3 "$CONFIGMAP_PATH/mooncake_config.py" pool "$CONFIG_PATH/kv_cache_pool_config.json" "$USER_CONFIG_PATH"
+  echo "Updating kv cache pool configuration file..."
   export MOONCAKE_CONFIG_PATH="$CONFIG_PATH/kv_cache_pool_config.json"
+  python3 "$CONFIGMAP_PATH/mooncake_config.py" pool "$MOONCAKE_CONFIG_PATH" "$USER_CONFIG_PATH" || true
 }
 
 # SGLang engines (PyMotor's common.sh set_mf_store_env): ASCEND_MF_STORE_URL as tcp://<host>:<port>; a host name is

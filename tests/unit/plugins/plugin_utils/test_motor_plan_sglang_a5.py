@@ -41,8 +41,8 @@ def test_sglang_pd_separation_plan_wires_mf_store_and_bootstrap():
         assert cont["env"]["ASCEND_MF_STORE_URL"] == "tcp://10.0.1.1:%d" % MF_STORE_PORT
         assert cont["env"]["ASCEND_MF_TRANSFER_PROTOCOL"] == "device_rdma"  # 800I_A2, as upstream's generator
         assert cont["env"]["SGLANG_HOST_IP"] == cont["ip"]
-        # base_gpu_id: the pod's first NPU; no vLLM dp rpc port handed to SGLang
-        assert engine_config(cont)["base_gpu_id"] == cont["npu_ids"][0]
+        # base_gpu_id: logical 0, the first NPU of the pod's container; no vLLM dp rpc port handed to SGLang
+        assert engine_config(cont)["base_gpu_id"] == 0 and cont["npu_ids"]
         assert "data_parallel_rpc_port" not in engine_config(cont)
         assert len(cont["endpoints"]) == 1  # one SGLang server per pod (enable_multi_endpoints off)
     assert prefill["port_map"]["bootstrap"] == 8998 and 8998 in prefill["ports"]

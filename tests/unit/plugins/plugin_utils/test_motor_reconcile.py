@@ -243,6 +243,11 @@ def test_container_spec_of_an_engine_and_of_the_controller():
     control_spec = container_spec(controller, result, SETTINGS)
     assert not any(v.startswith("/usr/local/Ascend") for v in control_spec["volumes"])
     assert control_spec["devices"] == [] and control_spec["volumes"][-1] == "/data:/data:ro"
+    # stdin open only for the controller (it spins on EOF); the node manager blocks in input() on an open stdin
+    # and would never exit after giving up
+    assert control_spec["stdin_open"] is True and spec["stdin_open"] is False
+    assert not any(container_spec(c, result, SETTINGS)["stdin_open"] for c in plan["containers"]
+                   if c["role"] != "controller")
 
 
 def test_config_parts_match_the_jinja_digest_of_the_shared_settings():
