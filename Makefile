@@ -65,7 +65,9 @@ molecule: venv images
 	    ../$(BIN)/molecule test -s $$s || exit 1; done; \
 	else echo "no molecule scenarios yet"; fi
 
-test: venv images unit lint sanity integration molecule conformance
+# Two lanes at once (scripts/run_tests.sh): unit, lint, sanity, conformance | integration, molecule.
+test: venv images
+	bash scripts/run_tests.sh
 	@echo "make test: all parts passed"
 
 demo: venv images

@@ -238,7 +238,7 @@ def test_down_leaves_nothing_behind(cluster):
                for path in glob.glob(f"/sys/fs/cgroup/*/docker/{nested}")]
     started = time.monotonic()
     simctl.down(PREFIX)
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 45  # hosts stopped at once, not one STOP_TIMEOUT after another (shared cores)
     assert _labelled(PREFIX) == []
     assert [p for p in cgroups if os.path.exists(p)] == []
     simctl.down(PREFIX)

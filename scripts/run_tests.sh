@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make test` after venv and images: every test part, in two lanes at once so that the CPU-bound checks (unit, lint,
+# sanity) and the conformance suite overlap with the Docker suites, which spend much of their time waiting for
+# containers (CI has 90 minutes on 2 cores). Each lane's output is kept in its own log and printed whole when the
+# lane ends; the exit code is non-zero when any part failed. MOTOR_TEST_LANES=1 runs the parts one after another.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+lanes=("unit lint sanity conformance" "integration molecule")
+if [ "${MOTOR_TEST_LANES:-2}" = 1 ]; then
+  exec make --no-print-directory ${lanes[*]}
+fi
+logs=tests/output/lanes
+mkdir -p "$logs"
+pids=()
+for i in "${!lanes[@]}"; do
+  # shellcheck disable=SC2086  # a lane is a list of make targets
+  make --no-print-directory ${lanes[$i]} > "$logs/lane-$i.log" 2>&1 &
+  pids+=("$!")
+  echo "[test] lane $i (${lanes[$i]}) started, log $logs/lane-$i.log"
+done
+rc=0
+for i in "${!pids[@]}"; do
+  start=$SECONDS
+  if wait "${pids[$i]}"; then status=passed; else status=FAILED; rc=1; fi
+  echo "===== lane $i (${lanes[$i]}): $status ====="
+  cat "$logs/lane-$i.log"
+  echo "===== end of lane $i (waited $(( SECONDS - start )) s more) ====="
+done
+exit "$rc"
