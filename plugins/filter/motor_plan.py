@@ -10,7 +10,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, build_plan
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_table, weight_dir
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs, model_dirs, plan_table, weight_dir
 
 
 def motor_plan(config, hosts, previous=None):
@@ -38,10 +38,18 @@ def motor_plan_weight_dir(user_config):
     return weight_dir(user_config)
 
 
+def motor_plan_cert_dirs(source):
+    """Host directories of the CA and the certificate script when ENABLE_GEN_CERT is true (normalized config or plan)."""
+    if not isinstance(source, dict):
+        raise AnsibleFilterError("motor_plan_cert_dirs: expects a normalized config or a plan")
+    return cert_dirs(source)
+
+
 class FilterModule:
     """The pymotor.ascend.motor_plan filter and its companions."""
 
     def filters(self):
         """Return the filters of this plugin."""
         return {"motor_plan": motor_plan, "motor_plan_table": motor_plan_table,
-                "motor_plan_model_dirs": motor_plan_model_dirs, "motor_plan_weight_dir": motor_plan_weight_dir}
+                "motor_plan_model_dirs": motor_plan_model_dirs, "motor_plan_weight_dir": motor_plan_weight_dir,
+                "motor_plan_cert_dirs": motor_plan_cert_dirs}

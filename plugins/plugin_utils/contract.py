@@ -67,6 +67,13 @@ ENGINE_ROLES = PLANNED_ENGINE_ROLES + ("encode",)
 # Engine roles whose DP ranks publish KV events to the KV conductor (KV-cache affinity).
 PUBLISHING_ROLES = ("prefill", "union")
 CONTROL_ROLES = ("kv_pool", "controller", "coordinator", "kv_conductor", "mf_store")
+# Control roles that get the Ascend driver directory (read-only, where the host has it), as upstream's
+# kv_pool_template.yaml / kv_conductor_template.yaml mount /usr/local/Ascend/driver: mounts profile "kv".
+KV_DRIVER_ROLES = ("kv_pool", "kv_conductor")
+# With ENABLE_GEN_CERT=true in set_common_env, upstream's common.sh (setup_tls_certificates) makes each container's
+# TLS certificates from the CA in CA_PATH with the script GEN_CERT_SCRIPT, both on the host under /mnt in
+# PyMotor's pod templates (which mount /mnt); the collection mounts just those directories, read-only.
+GEN_CERT_DEFAULTS = {"CA_PATH": "/mnt/cert_scripts/ca", "GEN_CERT_SCRIPT": "/mnt/cert_scripts/openssl_gen_cert.sh"}
 # Start order: KV pool, then the control plane, then the engines (each tier up on every host before the next).
 TIER_KV_POOL = 0
 TIER_CONTROL = 1

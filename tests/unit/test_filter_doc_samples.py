@@ -65,6 +65,13 @@ def seed(p_instances=1):
     return user, env
 
 
+def gen_cert_seed():
+    """The seed with PyMotor's boot-time certificate generation on (env.json motor_common_env)."""
+    user, env = seed()
+    env["motor_common_env"] = dict(env["motor_common_env"], ENABLE_GEN_CERT="true")
+    return user, env
+
+
 def plan_of(p_instances=1):
     user, env = seed(p_instances)
     return build_plan(FILTERS["motor_config"](user, env), inventory_hosts())
@@ -183,6 +190,7 @@ REAL_OUTPUT = {
     "motor_plan_table": lambda: FILTERS["motor_plan_table"](plan_of()),
     "motor_plan_model_dirs": lambda: FILTERS["motor_plan_model_dirs"](FILTERS["motor_config"](*seed())),
     "motor_plan_weight_dir": lambda: FILTERS["motor_plan_weight_dir"](seed()[0]),
+    "motor_plan_cert_dirs": lambda: FILTERS["motor_plan_cert_dirs"](FILTERS["motor_config"](*gen_cert_seed())),
     "motor_precheck": precheck,
     "motor_reconcile": lambda: scale_in()[1],
     "motor_reconcile_table": lambda: FILTERS["motor_reconcile_table"](scale_in()[1]),

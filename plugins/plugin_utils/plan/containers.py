@@ -9,6 +9,7 @@ import json
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     CONFIG_PATH,
+    KV_DRIVER_ROLES,
     KV_LEASE_TTL,
     Problem,
     TIER_CONTROL,
@@ -194,7 +195,8 @@ class ContainerBuilder:
                 "ports": sorted(plist), "port_map": port_map,
                 "user_config": json.loads(shared),
                 "shm_size": None if ipc_mode == "host" else CONTROL_SHM_SIZE,
-                "ipc_mode": ipc_mode, "mounts_profile": "control", "needs_weights": needs_weights,
+                "ipc_mode": ipc_mode, "mounts_profile": "kv" if role in KV_DRIVER_ROLES else "control",
+                "needs_weights": needs_weights,
                 "configmap_path": self._config_dir(name),
             })
 

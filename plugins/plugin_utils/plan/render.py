@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import WEIGHT_MOUNT_PATH
+import posixpath
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import GEN_CERT_DEFAULTS, WEIGHT_MOUNT_PATH
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import compress_numbers, natural_key, render_table
 
 
@@ -41,6 +43,26 @@ def model_dirs(source) -> list:
         if path and path not in out:
             out.append(path)
     return out
+
+
+
+def cert_dirs(source) -> list:
+    """The host directories every container of the job reads when ``ENABLE_GEN_CERT`` is ``true`` in
+    set_common_env (upstream's common.sh then makes the TLS certificates at boot): the CA directory ``CA_PATH`` and
+    the directory of ``GEN_CERT_SCRIPT`` (defaults under /mnt/cert_scripts), a directory inside another left out.
+    ``source``: a normalized config (its env.json ``common`` section) or a plan (its containers' set_common_env)."""
+    if "containers" in source:
+        containers = source.get("containers") or []
+        common = ((containers[0].get("shell_env") or {}).get("set_common_env") or {}) if containers else {}
+    else:
+        common = (source.get("env") or {}).get("common") or {}
+    value = common.get("ENABLE_GEN_CERT")
+    if value is not True and str(value).strip() != "true":
+        return []
+    wanted = [str(common.get("CA_PATH") or GEN_CERT_DEFAULTS["CA_PATH"]),
+              posixpath.dirname(str(common.get("GEN_CERT_SCRIPT") or GEN_CERT_DEFAULTS["GEN_CERT_SCRIPT"]))]
+    wanted = sorted({posixpath.normpath(path) for path in wanted if path.startswith("/")})
+    return [path for path in wanted if not any(path.startswith(other + "/") for other in wanted if other != path)]
 
 
 PLAN_COLUMNS = [("host", "HOST"), ("ip", "IP"), ("name", "CONTAINER"), ("role", "ROLE"), ("tier", "TIER"),

@@ -99,7 +99,8 @@ def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
     return {"image": settings["image"], "command": settings["command"], "job_id": plan["job_id"],
             "log_root": settings["log_root"], "weight_dir": weight_dir(plan_user_config(plan)),
             "extra_volumes": settings["extra_volumes"], "restart_policy": settings["restart_policy"],
-            "log_max_size": settings["log_max_size"], "log_max_file": settings["log_max_file"], "mounts": mounts}
+            "log_max_size": settings["log_max_size"], "log_max_file": settings["log_max_file"], "mounts": mounts,
+            "driver_dir": settings["driver_dir"]}
 
 
 def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict) -> dict:

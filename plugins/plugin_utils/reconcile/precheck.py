@@ -13,7 +13,7 @@ import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import PORTS_LABEL, Problem
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import truthy
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_user_config, weight_dir
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs, model_dirs, plan_user_config, weight_dir
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
 
@@ -193,6 +193,10 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
             holder = next(c["name"] for c in containers if port in (c.get("ports") or []))
             problem("port %s" % port, "already in use by another process, but planned for %s" % holder,
                     "stop that process, or add %s to motor_reserved_ports of this host and re-plan" % port)
+    for path in cert_dirs(plan) if containers else []:
+        if not paths.get(path, True):  # ENABLE_GEN_CERT=true: every container's boot reads the CA and the script
+            problem("certificates", "%s is missing (ENABLE_GEN_CERT=true in motor_common_env of env.json)" % path,
+                    "put the CA (CA_PATH) and openssl_gen_cert.sh (GEN_CERT_SCRIPT) there, or turn ENABLE_GEN_CERT off")
     weights = weight_dir(plan_user_config(plan))
     if any(c.get("needs_weights") for c in containers) and not paths.get(weights, True):
         problem("weights", "%s (motor_deploy_config.weight_mount_path) is missing" % weights,

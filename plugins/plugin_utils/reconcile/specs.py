@@ -18,6 +18,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     ROLE_LABEL,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
 
 
@@ -36,7 +37,8 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     with a secret-looking name in ``secret_env``, apart from ``env``).
 
     ``result`` is the reconcile result (config hash and parts labels), ``settings`` the role settings: image,
-    command, job_id, log_root, weight_dir, mounts (engine mounts present on the container's host), extra_volumes,
+    command, job_id, log_root, weight_dir, mounts (engine mounts present on the container's host), driver_dir,
+    extra_volumes,
     restart_policy, log_max_size, log_max_file.
     """
     name = container["name"]
@@ -46,8 +48,13 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
                f"{settings['log_root']}/{settings['job_id']}/{name}:{log_path(container)}:rw"]
     if container.get("needs_weights"):
         volumes.append(f"{settings['weight_dir']}:{settings['weight_dir']}:ro")
+    present = settings.get("mounts") or []
     if container.get("mounts_profile") == "engine":
-        volumes += [f"{path}:{path}:ro" for path in settings.get("mounts") or []]
+        volumes += [f"{path}:{path}:ro" for path in present]
+    elif container.get("mounts_profile") == "kv":  # the KV pool and conductor: the driver only, as upstream
+        volumes += [f"{path}:{path}:ro" for path in present if path == settings.get("driver_dir")]
+    # ENABLE_GEN_CERT=true: boot makes the TLS certificates from the host's CA and script (read-only)
+    volumes += [f"{path}:{path}:ro" for path in cert_dirs({"containers": [container]})]
     volumes += list(settings.get("extra_volumes") or [])
     plain_env, secret_env = split_env(env)
     return {

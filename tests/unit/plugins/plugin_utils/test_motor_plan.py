@@ -243,6 +243,7 @@ def test_seed_pd_separation_on_example_inventory():
     assert p0["ipc_mode"] == "host" and conts["mindie-motor-kv-pool"]["ipc_mode"] == "host"
     assert conts["mindie-motor-controller"]["ipc_mode"] is None
     assert p0["mounts_profile"] == "engine" and conts["mindie-motor-coordinator"]["mounts_profile"] == "control"
+    assert {c["mounts_profile"] for c in conts.values() if c["role"] in ("kv_pool", "kv_conductor")} == {"kv"}
     assert conts["mindie-motor-coordinator"]["needs_weights"] is True
     assert p0["endpoints"] == [{"dp_rank": 0, "local_index": 0, "service_port": 10000, "mgmt_port": 10001},
                                {"dp_rank": 1, "local_index": 1, "service_port": 10002, "mgmt_port": 10003}]
@@ -974,7 +975,8 @@ def test_filter_shim():
     from ansible_collections.pymotor.ascend.plugins.filter.motor_plan import FilterModule
 
     filters = FilterModule().filters()
-    assert set(filters) == {"motor_plan", "motor_plan_table", "motor_plan_model_dirs", "motor_plan_weight_dir"}
+    assert set(filters) == {"motor_plan", "motor_plan_table", "motor_plan_model_dirs", "motor_plan_weight_dir",
+                            "motor_plan_cert_dirs"}
     plan = filters["motor_plan"](contract_config(), inventory(engine=1, control=1))
     assert "job-p0-0" in filters["motor_plan_table"](plan)
     assert filters["motor_plan"](contract_config(), inventory(engine=1, control=1), None) == plan

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.pymotor.ascend.plugins.filter.motor_plan import motor_plan_cert_dirs
 from ansible_collections.pymotor.ascend.plugins.filter.motor_precheck import motor_precheck
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
@@ -263,3 +264,29 @@ def test_addresses_are_not_judged_without_interfaces_or_containers(plan):
     empty = {"containers": []}
     probe = dict(healthy_probe(plan, "h1"), interfaces=INTERFACES)
     assert host_problems("idle", [], probe, host_settings(DEFAULTS, {}), empty) == []
+
+
+def test_boot_time_certificates_need_the_ca_and_script_directories_on_every_host():
+    """ENABLE_GEN_CERT=true in motor_common_env: every container's boot reads CA_PATH and GEN_CERT_SCRIPT (upstream
+    common.sh); a host whose probe found them missing fails the precheck, naming the variable to change."""
+    user = json.loads((SEED / "user_config.json").read_text())
+    env = json.loads((SEED / "env.json").read_text())
+    env["motor_common_env"]["ENABLE_GEN_CERT"] = "true"
+    config = normalize(user, env)
+    cert_plan = build_plan(config, HOSTS)
+    assert motor_plan_cert_dirs(config) == motor_plan_cert_dirs(cert_plan) == ["/mnt/cert_scripts"]
+
+    def without(p):
+        p["paths"]["/mnt/cert_scripts"] = False
+
+    problems = judge(cert_plan, probes_of(cert_plan, ctl=without))["problems"]
+    assert problems == ["ctl: certificates: /mnt/cert_scripts is missing (ENABLE_GEN_CERT=true in motor_common_env "
+                        "of env.json) (fix: put the CA (CA_PATH) and openssl_gen_cert.sh (GEN_CERT_SCRIPT) there, "
+                        "or turn ENABLE_GEN_CERT off)"]
+
+    def present(p):
+        p["paths"]["/mnt/cert_scripts"] = True
+
+    assert judge(cert_plan, probes_of(cert_plan, h1=present, ctl=present))["problems"] == []
+    plain = build_plan(normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
+    assert judge(plain, probes_of(plain, ctl=without))["problems"] == []  # no ENABLE_GEN_CERT: not asked for

@@ -217,7 +217,7 @@ def test_spec_digest_ignores_instance_counts(key):
 SETTINGS = {"image": "local/pymotor:1", "command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"], "job_id": "job",
             "log_root": "/var/log/pymotor", "weight_dir": "/mnt/weight", "extra_volumes": ["/data:/data:ro"],
             "restart_policy": "unless-stopped", "log_max_size": "100m", "log_max_file": 5,
-            "mounts": ["/usr/local/Ascend/driver", "/etc/hccn.conf"]}
+            "mounts": ["/usr/local/Ascend/driver", "/etc/hccn.conf"], "driver_dir": "/usr/local/Ascend/driver"}
 
 
 def test_container_spec_of_an_engine_and_of_the_controller():
@@ -248,6 +248,34 @@ def test_container_spec_of_an_engine_and_of_the_controller():
     assert control_spec["stdin_open"] is True and spec["stdin_open"] is False
     assert not any(container_spec(c, result, SETTINGS)["stdin_open"] for c in plan["containers"]
                    if c["role"] != "controller")
+
+
+def test_kv_pool_and_conductor_get_the_driver_only():
+    """As upstream's kv_pool/kv_conductor templates: the driver directory (where the host has it), no other engine
+    mount; the controller and coordinator get none."""
+    plan = make_plan()
+    result = reconcile(plan, parts_of(plan), {})
+    driver = "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro"
+    by_role = {c["role"]: container_spec(c, result, SETTINGS)["volumes"] for c in plan["containers"]}
+    assert {"kv_pool", "kv_conductor"} <= set(by_role)
+    for role in ("kv_pool", "kv_conductor"):
+        assert driver in by_role[role] and "/etc/hccn.conf:/etc/hccn.conf:ro" not in by_role[role], role
+    for role in ("controller", "coordinator"):
+        assert not any(v.startswith("/usr/local/Ascend") for v in by_role[role]), role
+    no_driver = dict(SETTINGS, mounts=["/etc/hccn.conf"])  # a CPU-only control host
+    pool = next(c for c in plan["containers"] if c["role"] == "kv_pool")
+    assert not any(v.startswith("/usr/local/Ascend") for v in container_spec(pool, result, no_driver)["volumes"])
+
+
+def test_boot_time_certificates_mount_the_ca_and_script_directories_read_only():
+    plan = make_plan()
+    result = reconcile(plan, parts_of(plan), {})
+    engine = next(c for c in plan["containers"] if c["role"] == "prefill")
+    assert not any("cert" in v for v in container_spec(engine, result, SETTINGS)["volumes"])
+    common = dict(engine["shell_env"]["set_common_env"], ENABLE_GEN_CERT="true", CA_PATH="/srv/pki/ca")
+    with_certs = dict(engine, shell_env=dict(engine["shell_env"], set_common_env=common))
+    volumes = container_spec(with_certs, result, SETTINGS)["volumes"]
+    assert {"/srv/pki/ca:/srv/pki/ca:ro", "/mnt/cert_scripts:/mnt/cert_scripts:ro"} <= set(volumes)
 
 
 def test_config_parts_match_the_jinja_digest_of_the_shared_settings():
