@@ -45,7 +45,6 @@ def model_dirs(source) -> list:
     return out
 
 
-
 def cert_dirs(source) -> list:
     """The host directories every container of the job reads when ``ENABLE_GEN_CERT`` is ``true`` in
     set_common_env (upstream's common.sh then makes the TLS certificates at boot): the CA directory ``CA_PATH`` and
