@@ -25,6 +25,7 @@ class ActionModule(EntryPoint):
         "startup_in_image": {"type": "str", "required": True},
         "ready_timeout": {"type": "int", "required": True},
         "port_timeout": {"type": "int", "required": True},
+        "watcher_script": {"type": "str", "required": True},
     }
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 

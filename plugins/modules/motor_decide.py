@@ -55,6 +55,12 @@ options:
     description: Seconds until the controller port must answer.
     type: int
     required: true
+  watcher_script:
+    description:
+      - The code of the KV registration watcher (the role file C(motor_kv_watcher.py)), written into the config
+        directory of the plan's C(kv_watcher) container; it counts in that container's config hash.
+    type: str
+    required: true
 """
 
 EXAMPLES = r"""
@@ -67,6 +73,7 @@ EXAMPLES = r"""
     startup_in_image: /tmp/motor/examples/deployer/startup
     ready_timeout: 1800
     port_timeout: 300
+    watcher_script: "{{ lookup('ansible.builtin.file', 'motor_kv_watcher.py') }}"
 """
 
 RETURN = r"""
@@ -83,7 +90,7 @@ def main():
     spec = dict(plan=dict(type="dict", required=True), discovery=dict(type="str", required=True),
                 settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
                 startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True),
-                port_timeout=dict(type="int", required=True))
+                port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_decide runs as an action plugin on the controller")
 

@@ -66,7 +66,15 @@ PLANNED_ENGINE_ROLES = ("prefill", "decode", "union")
 ENGINE_ROLES = PLANNED_ENGINE_ROLES + ("encode",)
 # Engine roles whose DP ranks publish KV events to the KV conductor (KV-cache affinity).
 PUBLISHING_ROLES = ("prefill", "union")
-CONTROL_ROLES = ("kv_pool", "controller", "coordinator", "kv_conductor", "mf_store")
+CONTROL_ROLES = ("kv_pool", "controller", "coordinator", "kv_conductor", "kv_watcher", "mf_store")
+# The collection's own container next to the KV conductor (KV-cache affinity only): upstream's coordinator registers
+# each prefill/union DP rank with the conductor once, so a conductor that restarts forgets them for good; the watcher
+# re-registers them (roles/motor_service/files/motor_kv_watcher.py, started with python3 from the job's image).
+WATCHER_ROLE = "kv_watcher"
+WATCHER_SCRIPT = "motor_kv_watcher.py"
+WATCHER_CONFIG = "kv_watcher.json"
+WATCHER_INTERVAL = 2  # seconds between two reads of the conductor's /services (self-healing within 60 s)
+WATCHER_STATE = "/var/tmp/motor_kv_watcher.json"  # in the container's own filesystem: kept across its restarts
 # Control roles that get the Ascend driver directory (read-only, where the host has it), as upstream's
 # kv_pool_template.yaml / kv_conductor_template.yaml mount /usr/local/Ascend/driver: mounts profile "kv".
 KV_DRIVER_ROLES = ("kv_pool", "kv_conductor")
@@ -79,8 +87,8 @@ TIER_KV_POOL = 0
 TIER_CONTROL = 1
 TIER_ENGINE = 2
 # Display and stop order of the roles (status tables: control plane first).
-ROLE_ORDER = {"kv_pool": 0, "controller": 1, "coordinator": 2, "kv_conductor": 3, "mf_store": 4, "prefill": 5,
-              "decode": 6, "union": 7}
+ROLE_ORDER = {"kv_pool": 0, "controller": 1, "coordinator": 2, "kv_conductor": 3, "kv_watcher": 4, "mf_store": 5,
+              "prefill": 6, "decode": 7, "union": 8}
 # Container name letter of an engine role: <job_id>-<letter><instance>-<pod>.
 ROLE_LETTER = {"prefill": "p", "decode": "d", "union": "u"}
 # motor_deploy_config keys per engine role: (instances, pods per instance, NPUs per pod).

@@ -125,7 +125,7 @@ def test_plan_runs_from_the_installed_collection(installed):
     plan = json.loads(output.read_text(encoding="utf-8"))
     assert [container["name"] for container in plan["containers"]] == [
         "mindie-motor-kv-pool", "mindie-motor-controller", "mindie-motor-coordinator", "mindie-motor-kv-conductor",
-        "mindie-motor-d0-0", "mindie-motor-p0-0"]
+        "mindie-motor-kv-watcher", "mindie-motor-d0-0", "mindie-motor-p0-0"]
     assert output.stat().st_mode & 0o007 == 0
 
 

@@ -54,7 +54,8 @@ def test_plan_playbook_prints_table_and_writes_json(example_run):
     assert oct(output.stat().st_mode & 0o777) == "0o600"
     names = [c["name"] for c in plan["containers"]]
     assert names == ["mindie-motor-kv-pool", "mindie-motor-controller", "mindie-motor-coordinator",
-                     "mindie-motor-kv-conductor", "mindie-motor-d0-0", "mindie-motor-p0-0"]
+                     "mindie-motor-kv-conductor", "mindie-motor-kv-watcher", "mindie-motor-d0-0",
+                     "mindie-motor-p0-0"]
     assert plan["hosts"]["npu-a2-01"]["ip"] == "192.0.2.11"
     assert plan["hosts"]["npu-a2-01"]["nic"] == "enp189s0f0"
     assert plan["hosts"]["npu-a2-02"]["reserved_ports"] == [[9000, 9000], [20000, 20010]]

@@ -15,8 +15,13 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     TIER_CONTROL,
     TIER_ENGINE,
     TIER_KV_POOL,
+    WATCHER_CONFIG,
+    WATCHER_INTERVAL,
+    WATCHER_ROLE,
+    WATCHER_SCRIPT,
+    WATCHER_STATE,
 )
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import ensure, env_str, json_copy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import ensure, env_str, json_copy, url_host
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
 
@@ -30,6 +35,7 @@ ENV_SECTION = {
     "kv_pool": "motor_kv_cache_pool_env",
     "kv_conductor": "motor_kv_conductor_env",
     "mf_store": "motor_mf_store_env",
+    "kv_watcher": "motor_common_env",  # the collection's own container: the common env (proxies, log paths) only
 }
 
 
@@ -177,8 +183,8 @@ class ContainerBuilder:
         managers = [f"{d}:{d}:rwm" for d in MANAGER_DEVICES]
         ipc_host = "host" if self.pool_on else None
 
-        def control(role, tier, port_map, extra, ipc_mode=None, needs_weights=False):
-            host = self.control[role]
+        def control(role, tier, port_map, extra, ipc_mode=None, needs_weights=False, host=None):
+            host = host or self.control[role]
             name = self._control_name(role)
             job_name = name
             plist = []
@@ -215,6 +221,9 @@ class ContainerBuilder:
         if conductor_ip is not None:
             control("kv_conductor", TIER_CONTROL, {"http": ports["kv_conductor"]},
                     {"KVP_MASTER_SERVICE": pool_ip} if pool_ip else {})
+            if coord_extra and self.events_role is not None:  # the coordinator registers KV-event ranks
+                control(WATCHER_ROLE, TIER_CONTROL, {}, {}, host=self.control["kv_conductor"])
+                self._watcher(self.containers[-1], conductor_ip, ports["kv_conductor"])
         if pool_ip is not None:
             control("kv_pool", TIER_KV_POOL, {"master": ports["kv_pool"], "metrics": ports["kv_pool_metrics"]}, {
                 "KVP_MASTER_SERVICE": pool_ip,
@@ -232,6 +241,15 @@ class ContainerBuilder:
             # PyMotor's deployer makes boot.sh patch vLLM's MultiConnector when the KV pool and the conductor are on
             cont["kv_patch"] = bool(pool_ip and conductor_ip) and cont["tier"] == TIER_ENGINE
         self.containers.sort(key=lambda c: (c["tier"], natural_key(c["name"])))
+
+    @staticmethod
+    def _watcher(entry, conductor_ip, conductor_port):
+        """The KV registration watcher: python3 from the job's image runs the collection's script from its config
+        directory; ``watch`` is what its config file says besides the endpoints (the deploy adds those)."""
+        path = entry["configmap_path"]
+        entry["command"] = ["python3", "-u", f"{path}/{WATCHER_SCRIPT}", f"{path}/{WATCHER_CONFIG}"]
+        entry["watch"] = {"conductor": f"http://{url_host(conductor_ip)}:{conductor_port}",
+                          "interval": WATCHER_INTERVAL, "state": WATCHER_STATE}
 
     def _engine_container(self, pod, shared, managers, extra, ipc_mode):
         role = pod["role"]

@@ -29,10 +29,10 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_event
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import hash_parts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
 
 
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
@@ -103,17 +103,17 @@ def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
             "driver_dir": settings["driver_dir"]}
 
 
-def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict) -> dict:
+def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict, files: dict) -> dict:
     """The configmap argument of motor_containers: the config directories of a host's containers."""
     return {
         "startup_dir": "%s/%s" % (startup["cache"], re.sub(r"[^A-Za-z0-9]+", "-", image_id)),
         "image": image_id, "in_image": startup["in_image"], "dir_mode": "0750", "file_mode": "0640",
         "dirs": ["%s/%s/%s" % (settings["log_root"], plan["job_id"], c["name"]) for c in own],
-        "containers": configmaps(own, settings["env_functions"]),
+        "containers": configmaps(own, settings["env_functions"], files),
     }
 
 
-def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict) -> dict:
+def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict, files: dict | None = None) -> dict:
     """Per host its motor_containers run per step (None: no run). When any host removes containers before the tiers
     start, the first step is that removal (``tiers`` empty), on every host before any tier starts."""
     work = {}
@@ -133,7 +133,7 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
             run = {"job_id": plan["job_id"],
                    "containers": [container_spec(c, result, spec_settings) for c in mine if c["name"] in starting]}
             if mine and not rendered:
-                run["configmap"] = _configmap(plan, own, settings, judged["hosts"][host]["image_id"], startup)
+                run["configmap"] = _configmap(plan, own, settings, judged["hosts"][host]["image_id"], startup, files)
                 rendered = True
             runs.append(run if run["containers"] or "configmap" in run else None)
         work[host] = {"steps": runs}
@@ -199,7 +199,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     """The decision of a deploy (see the module docstring). ``hosts``: the PyMotor hosts in inventory order;
     ``probes``: host -> motor_host_probe result; ``settings``: setting variable -> the controller's value;
     ``overrides``: host -> its own values of those variables; ``options``: ``startup_cache``,
-    ``startup_in_image``, ``ready_timeout``, ``port_timeout``."""
+    ``startup_in_image``, ``ready_timeout``, ``port_timeout``, ``watcher_script`` (the KV watcher's code)."""
     judged = judge_hosts(plan, hosts, probes, settings, overrides)
     containers = plan.get("containers") or []
     decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "containers": [
@@ -207,7 +207,8 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     if judged["problems"]:
         return decision
     existing = {host: (probes.get(host) or {}).get("containers") or [] for host in hosts}
-    result = reconcile(plan, hash_parts(plan, judged), existing)
+    files = own_files(plan, options.get("watcher_script") or "")
+    result = reconcile(plan, fold_files(hash_parts(plan, judged), files), existing)
     steps = tier_steps(plan)
     timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"]}
     startup = {"cache": options["startup_cache"], "in_image": options["startup_in_image"]}
@@ -215,7 +216,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
-        "work": host_work(plan, result, judged, steps, startup),
+        "work": host_work(plan, result, judged, steps, startup, files),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
         "states": discovered_states({h: probes.get(h) for h in hosts}),

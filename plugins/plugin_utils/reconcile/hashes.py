@@ -119,6 +119,16 @@ def container_hashes(plan: dict, parts: dict) -> tuple[dict, dict]:
     return hashes, labels
 
 
+def fold_files(parts: dict, files: dict) -> dict:
+    """``parts`` with the files the collection writes into a container's config directory (``specs.own_files``)
+    folded into its ``spec`` part: a new watcher script or endpoint list restarts the watcher."""
+    out = dict(parts)
+    for name, texts in (files or {}).items():
+        if name in out:
+            out[name] = dict(out[name], spec=sha256_hex(str(out[name].get("spec", "")) + canonical_json(texts)))
+    return out
+
+
 def hash_parts(plan: dict, judged: dict) -> dict:
     """The hash parts of every planned container, from each host's settings, engine mounts and image id as the
     precheck judged them (``judge_hosts``)."""

@@ -16,7 +16,11 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     PLACEMENT_LABEL,
     PORTS_LABEL,
     ROLE_LABEL,
+    WATCHER_CONFIG,
+    WATCHER_ROLE,
+    WATCHER_SCRIPT,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_urls
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
@@ -60,7 +64,8 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     return {
         "name": name,
         "image": settings["image"],
-        "command": list(settings.get("command") or []),
+        # the KV watcher runs the collection's script; every other container the image's startup (boot.sh)
+        "command": list(container.get("command") or settings.get("command") or []),
         "env": {str(k): str(v) for k, v in plain_env.items()},
         "secret_env": {str(k): str(v) for k, v in secret_env.items()},
         "devices": list(container.get("devices") or []),
@@ -108,12 +113,24 @@ fi
 """
 
 
-def configmaps(containers: list, env_functions: dict) -> list:
+def own_files(plan: dict, watcher_script: str) -> dict:
+    """Files of the collection's own in a container's config directory, ``{container: {file: text}}``: the KV
+    watcher's script and its config (the plan's ``watch`` and every KV-event endpoint a planned rank may publish on).
+    They count in the container's config hash (``hashes.fold_files``)."""
+    out = {}
+    for c in (plan or {}).get("containers") or []:
+        if c.get("role") == WATCHER_ROLE:
+            config = dict(c.get("watch") or {}, endpoints=kv_endpoint_urls(plan))
+            out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(config)}
+    return out
+
+
+def configmaps(containers: list, env_functions: dict, extra_files: dict | None = None) -> list:
     """The config directory (CONFIGMAP_PATH) of each plan entry, as M(pymotor.ascend.motor_containers) renders it:
     ``functions`` (script -> the set_*_env functions PyMotor's generator injects into it, each with the body the plan
     gives it: common env + the role's env.json section; the variables with a secret-looking name in
     ``secret_functions``, same shape, apart), ``prepend`` (boot.sh -> the vLLM patch block, when the plan asks for it)
-    and ``files`` (user_config.json, env.json: the container environment)."""
+    and ``files`` (user_config.json, env.json: the container environment; ``extra_files``: ``own_files``)."""
     out = []
     for c in containers or []:
         env = c.get("env") or {}
@@ -132,8 +149,8 @@ def configmaps(containers: list, env_functions: dict) -> list:
         out.append({"name": c["name"], "path": c["configmap_path"], "functions": functions,
                     "secret_functions": secret_functions,
                     "prepend": {"boot.sh": KV_PATCH_BLOCK} if c.get("kv_patch") else {},
-                    "files": {"user_config.json": nice_json(c.get("user_config") or {}),
-                              "env.json": nice_json(env)}})
+                    "files": dict({"user_config.json": nice_json(c.get("user_config") or {}),
+                                   "env.json": nice_json(env)}, **(extra_files or {}).get(c["name"], {}))})
     return out
 
 

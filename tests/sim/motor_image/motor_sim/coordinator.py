@@ -18,7 +18,6 @@ import itertools
 import os
 import random
 import threading
-import time
 import uuid
 
 from motor_sim.common import (
@@ -86,13 +85,14 @@ def conductor_endpoint(template: str | None, ip: str, dp_rank: int) -> str | Non
 
 
 class Conductor:
-    """Client of the Mooncake conductor: registration of P/U ranks and prefix queries."""
+    """Client of the Mooncake conductor: registration of P/U ranks and prefix queries. Like PyMotor's coordinator
+    (instance_manager._add_instances -> conductor_api_client.register_post) it registers each rank of an instance
+    once, when the instance is added, with a 2 s timeout: a failed registration is logged and never retried."""
 
     def __init__(self, service: str, cfg: dict):
         self.cfg = cfg
         self.base = f"http://{service}:{cfg['http_server_port']}"
-        self.registered: dict[tuple, dict] = {}  # (instance id, dp_rank) -> /register body
-        self.pending: dict[tuple, dict] = {}
+        self.registered: dict[tuple, dict] = {}  # (instance id, dp_rank) -> /register body (sent once)
         self.lock = threading.Lock()
 
     @staticmethod
@@ -100,7 +100,7 @@ class Conductor:
         return f"vllm-prefill-{instance['id']}"
 
     def sync(self, instances: list[dict]) -> None:
-        """Register new P/U ranks, unregister vanished ones."""
+        """Register the ranks of added P/U instances, unregister those of deleted ones."""
         wanted = {}
         for inst in instances:
             if inst["role"] not in ("prefill", "union"):
@@ -113,11 +113,15 @@ class Conductor:
             gone = [key for key in self.registered if key not in wanted]
             for key in gone:
                 del self.registered[key]
-            self.pending = {k: v for k, v in wanted.items() if k not in self.registered}
+            added = {k: v for k, v in wanted.items() if k not in self.registered}
+            self.registered.update(added)
         for instance_id, dp_rank in gone:
             status, body = http_json("POST", f"{self.base}/unregister", {"instance_id": instance_id, "dp_rank": dp_rank})
             log(COMPONENT, "conductor unregister", instance_id=instance_id, dp_rank=dp_rank, status=status, response=body)
-        self.register_pending()
+        for body in added.values():
+            status, resp = http_json("POST", f"{self.base}/register", body, timeout=2)
+            log(COMPONENT, "conductor register" if status == 200 else "conductor register failed (not retried)",
+                request=body, status=status, response=resp)
 
     def _register_body(self, inst: dict, ep: dict) -> dict | None:
         endpoint = conductor_endpoint(self.cfg.get("endpoint"), ep["ip"], ep["dp_rank"])
@@ -131,22 +135,6 @@ class Conductor:
         if replay:
             body["replay_endpoint"] = replay
         return body
-
-    def register_pending(self) -> None:
-        with self.lock:
-            pending = list(self.pending.items())
-        for key, body in pending:
-            status, resp = http_json("POST", f"{self.base}/register", body, timeout=2)
-            log(COMPONENT, "conductor register", request=body, status=status, response=resp)
-            if status == 200:
-                with self.lock:
-                    self.pending.pop(key, None)
-                    self.registered[key] = body
-
-    def retry_loop(self) -> None:
-        while True:
-            time.sleep(2)
-            self.register_pending()
 
     def query(self, model: str, tokens: list[int]) -> dict:
         """{instance id: {dp_rank: matched tokens}}; {} on any failure (0.2 s timeout, like PyMotor)."""
@@ -190,7 +178,6 @@ class Coordinator:
         self.conductor = Conductor(service, self.kv_cfg)
         log(COMPONENT, "kv_cache_affinity enabled", conductor=self.conductor.base, prefill_kv_event_config=self.kv_cfg,
             tokenizer=f"{self.kv_cfg['model_path']} (stand-in: UTF-8 bytes)")
-        threading.Thread(target=self.conductor.retry_loop, daemon=True).start()
 
     # ------------------------------------------------------------------ management
     def by_role(self, role: str) -> list[dict]:

@@ -181,7 +181,7 @@ def test_seed_pd_separation_on_example_inventory():
     conts = by_name(plan)
     assert sorted(conts) == sorted([
         "mindie-motor-controller", "mindie-motor-coordinator", "mindie-motor-kv-conductor", "mindie-motor-kv-pool",
-        "mindie-motor-p0-0", "mindie-motor-d0-0"])
+        "mindie-motor-kv-watcher", "mindie-motor-p0-0", "mindie-motor-d0-0"])
     p0, d0 = conts["mindie-motor-p0-0"], conts["mindie-motor-d0-0"]
     assert (p0["host"], p0["npu_ids"]) == ("e1", [0, 1, 2, 3])
     assert (d0["host"], d0["npu_ids"]) == ("e1", [4, 5, 6, 7])
@@ -196,6 +196,13 @@ def test_seed_pd_separation_on_example_inventory():
     assert conts["mindie-motor-controller"]["ports"] == [2026, 2027]
     assert conts["mindie-motor-kv-pool"]["ports"] == [9003, 50088]
     assert conts["mindie-motor-kv-conductor"]["ports"] == [13333]
+    # the KV watcher: next to the conductor, binds nothing, runs the collection's script from its config directory
+    watcher = conts["mindie-motor-kv-watcher"]
+    assert (watcher["host"], watcher["tier"], watcher["ports"], watcher["devices"]) == ("c1", 1, [], [])
+    assert watcher["command"] == ["python3", "-u", watcher["configmap_path"] + "/motor_kv_watcher.py",
+                                  watcher["configmap_path"] + "/kv_watcher.json"]
+    assert watcher["watch"] == {"conductor": "http://10.0.1.1:13333", "interval": 2,
+                                "state": "/var/tmp/motor_kv_watcher.json"}
     # per-container user_config
     puc = p0["user_config"]["motor_engine_prefill_config"]
     assert puc["motor_nodemanger_config"] == {"api_config": {"node_manager_port": 3026}, "endpoint_config": {"base_port": 10000}}
@@ -962,12 +969,13 @@ def test_plan_table():
     lines = text.splitlines()
     assert lines[0].split() == ["HOST", "IP", "CONTAINER", "ROLE", "TIER", "NPUS", "PORTS"]
     assert set(lines[1].replace(" ", "")) == {"-"}
-    rows = [line.split() for line in lines[2:8]]
+    rows = [line.split() for line in lines[2:9]]
     assert rows[0][:6] == ["e1", "10.0.0.1", "mindie-motor-d0-0", "decode", "2", "4-7"]
     assert rows[1][2] == "mindie-motor-p0-0" and rows[1][6] == "3026,5557-5558,6667-6668,9000,10000-10003,28000-28003"
     assert rows[2][:6] == ["c1", "10.0.1.1", "mindie-motor-kv-pool", "kv_pool", "0", "-"]
-    assert "6 containers on 2 hosts" in lines[8] and "http://10.0.1.1:1025" in lines[8]
-    assert lines[9].startswith("WARNING: ")
+    assert rows[6][2:5] == ["mindie-motor-kv-watcher", "kv_watcher", "1"]
+    assert "7 containers on 2 hosts" in lines[9] and "http://10.0.1.1:1025" in lines[9]
+    assert lines[10].startswith("WARNING: ")
 
 
 def test_filter_shim():
