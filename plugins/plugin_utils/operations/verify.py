@@ -61,6 +61,24 @@ def _not_applicable(plan: dict, kind: str) -> dict:
     return {"applicable": False, "verdict": "not applicable", "reason": reason, "passed": True}
 
 
+def _registrations(services: list, expected: list) -> list:
+    """One check per publishing container: the conductor's registrations of its DP ranks (instance id, DP rank,
+    endpoint), so a lost or stale registration shows against the pod it belongs to."""
+    by_endpoint = {}
+    for service in services:
+        if isinstance(service, dict):
+            by_endpoint.setdefault(service.get("Endpoint"), []).append(service)
+    checks = []
+    for entry in expected:
+        found = [s for url in entry["of"] for s in by_endpoint.get(url, [])]
+        ranks = "; ".join(f"{s.get('InstanceID')}/dp{s.get('DPRank')} at {s.get('Endpoint')}" for s in found)
+        have = len({s.get("Endpoint") for s in found})
+        detail = f"{have}/{entry['need']} registered" + (f": {ranks}" if ranks else "")
+        checks.append(_check("conductor registrations of the pod's DP ranks", entry["container"],
+                             have >= entry["need"], detail))
+    return checks
+
+
 def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
     """Judge what playbooks/verify.yml observed. ``raw`` keys (all optional):
 
@@ -121,6 +139,8 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
                   if raw.get("services_error") else
                   f"{found}/{total} registered" + (f", missing {'; '.join(missing)}" if missing else ""))
         checks.append(_check("conductor lists every prefill DP rank", "kv_conductor", not missing, detail))
+        if not raw.get("services_error"):
+            checks.extend(_registrations(services, expected))
 
     inference = raw.get("inference") or {}
     checks.append(_check("inference request succeeds", "coordinator", inference.get("status") == 200,

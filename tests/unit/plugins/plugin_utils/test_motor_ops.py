@@ -179,3 +179,11 @@ def test_verify_multi_pod_instance_any_registration_order():
     raw["services"]["services"] = raw["services"]["services"][:2]
     check = next(c for c in verify_report(multi, raw)["checks"] if c["check"] == "conductor lists every prefill DP rank")
     assert not check["ok"] and check["detail"] == "2/4 registered, missing j-p0-0: 0/2 of tcp://10.0.0.1:5557..5560"
+    # per pod: the registrations the conductor holds of its ranks, and which pod lacks them
+    raw["services"]["services"] = [dict(s, InstanceID="vllm-prefill-7", DPRank=r)
+                                   for r, s in enumerate(raw["services"]["services"])]
+    pods = {c["target"]: c for c in verify_report(multi, raw)["checks"]
+            if c["check"] == "conductor registrations of the pod's DP ranks"}
+    assert not pods["j-p0-0"]["ok"] and pods["j-p0-0"]["detail"] == "0/2 registered"
+    assert pods["j-p0-1"]["ok"] and pods["j-p0-1"]["detail"] == (
+        "2/2 registered: vllm-prefill-7/dp0 at tcp://10.0.0.3:5557; vllm-prefill-7/dp1 at tcp://10.0.0.3:5558")
