@@ -26,6 +26,7 @@ class ActionModule(EntryPoint):
         "ready_timeout": {"type": "int", "required": True},
         "port_timeout": {"type": "int", "required": True},
         "watcher_script": {"type": "str", "required": True},
+        "registrations": {"type": "raw"},
     }
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 

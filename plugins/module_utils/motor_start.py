@@ -81,7 +81,8 @@ def decide(existing, spec):
     if labels.get(HASH_LABEL) != (spec.get("labels") or {}).get(HASH_LABEL):
         return "recreated"
     if (existing.get("State") or {}).get("Running"):
-        return "unchanged"
+        # asked by the deploy's repair (the coordinator registers the KV ranks again when it starts)
+        return "restarted" if spec.get("restart") else "unchanged"
     return "started"
 
 
@@ -157,7 +158,7 @@ def _diff_of(client, existing, spec, action):
     if action == "unchanged":
         return None
     after = planned(spec)
-    if action == "started":
+    if action in ("started", "restarted"):
         return dict(after, state=(existing.get("State") or {}).get("Status", "exited")), after
     return (observed(existing, _image_env(client, existing)) if existing else {}), after
 
@@ -177,6 +178,8 @@ def _apply(client, spec, check_mode, want_diff=False):
             row["id"] = _create_and_start(client, spec)
         elif action == "started":
             client.post("/containers/{0}/start", container_id)
+        elif action == "restarted":
+            client.post("/containers/{0}/restart", container_id)
     return row
 
 

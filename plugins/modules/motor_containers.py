@@ -31,7 +31,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Reports what would be created, recreated, started or removed.
+    description: Reports what would be created, recreated, started, restarted or removed.
   diff_mode:
     support: full
     description:
@@ -214,6 +214,13 @@ options:
           - Start group (the tier). Consecutive containers of the same group start at the same time (one thread
             each); a group starts only after the previous one has started. Without it, one after the other.
         type: int
+      restart:
+        description:
+          - Restart the container when it runs with the same config hash (C(restarted)); the deploy asks for it to
+            repair what a running container lost elsewhere (the coordinator's KV registrations at a restarted
+            conductor).
+        type: bool
+        default: false
 notes:
   - Runs on the Docker host (or reaches it through O(docker_host)).
 seealso:
@@ -279,7 +286,7 @@ containers:
       description: Container name.
       type: str
     action:
-      description: C(created), C(recreated), C(started) or C(unchanged).
+      description: C(created), C(recreated), C(started), C(restarted) or C(unchanged).
       type: str
     id:
       description: Container id (empty in check mode for a container that would be created).
@@ -347,6 +354,7 @@ CONTAINER_OPTIONS = dict(
     log_driver=dict(type="str", default="json-file"),
     log_options=dict(type="dict", default={}),
     group=dict(type="int"),
+    restart=dict(type="bool", default=False),
 )
 
 

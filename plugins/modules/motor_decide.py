@@ -20,7 +20,8 @@ description:
     (create, recreate, start, keep, remove; drain, rolling).
   - "Sets the fact C(motor_decision): C(problems), C(reconcile), C(steps) (the tier steps, the same on every host),
     C(work) (per host what it removes first and its M(pymotor.ascend.motor_containers) run per tier step), C(readiness)
-    and C(rolling) (the M(pymotor.ascend.motor_wait) checks), C(containers), C(states), C(conductor_url), C(job_id).
+    and C(rolling) (the M(pymotor.ascend.motor_wait) checks), C(containers), C(states), C(conductor_url),
+    C(registrations), C(job_id).
     The result is never shown (it carries the config files)."
 extends_documentation_fragment:
   - pymotor.ascend.controller_action
@@ -61,6 +62,13 @@ options:
         directory of the plan's C(kv_watcher) container; it counts in that container's config hash.
     type: str
     required: true
+  registrations:
+    description:
+      - The KV conductor's C(GET /services) answer, read just before (omit or V(null) when it could not be read).
+      - When it lacks DP ranks of prefill/union containers the deploy keeps running, the decision says so under
+        C(registrations) and repairs it - the KV watcher re-registers them when it keeps running, otherwise the
+        coordinator restarts (the controller hands it every instance again and it registers them).
+    type: raw
 """
 
 EXAMPLES = r"""
@@ -90,7 +98,8 @@ def main():
     spec = dict(plan=dict(type="dict", required=True), discovery=dict(type="str", required=True),
                 settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
                 startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True),
-                port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True))
+                port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True),
+                registrations=dict(type="raw"))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_decide runs as an action plugin on the controller")
 

@@ -397,7 +397,7 @@ def test_the_unbroken_base_plans_on_the_cluster(cluster, results):
     proc = ansible_playbook("plan.yml", case_dir / "hosts.yml", variables, case_dir)
     assert proc.returncode == 0, proc.stdout[-4000:]
     plan = json.loads((case_dir / "out" / "plan.json").read_text(encoding="utf-8"))
-    assert len(plan["containers"]) == 6
+    assert len(plan["containers"]) == 7
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 
 import pytest
 import requests
@@ -72,7 +73,7 @@ def test_verify_passes_with_full_affinity(cluster):
         assert prefix["spread"] == [prefix["holder"]] and not prefix["notes"]
     assert report["kv_events"]["block_stored"] > 0 and report["kv_events"]["decode_errors"] == 0
     assert report["kv_format"]["compatible"] is True and report["kv_format"]["shape"] == "array"
-    assert len(report["containers"]) == 6 and all(c["restarts"] == 0 for c in report["containers"])
+    assert len(report["containers"]) == 7 and all(c["restarts"] == 0 for c in report["containers"])
     assert "checks passed, 0 failed" in result.stdout
 
 
@@ -101,7 +102,8 @@ def test_status_lists_every_container(cluster):
     playbook("status.yml", cluster["inventory"], cluster["config"], "-e", f"motor_status_output={out}")
     rows = json.loads(out.read_text())
     names = {r["container"] for r in rows}
-    assert names == {f"{JOB}-{n}" for n in ("controller", "coordinator", "kv-conductor", "kv-pool", "p0-0", "d0-0")}
+    assert names == {f"{JOB}-{n}" for n in ("controller", "coordinator", "kv-conductor", "kv-watcher", "kv-pool", "p0-0",
+                                            "d0-0")}
     assert all(r["state"] == "running" for r in rows)
     assert {r["npus"] for r in rows if r["role"] in ("prefill", "decode")} == {"0,1,2,3", "4,5,6,7"}
 
@@ -130,9 +132,26 @@ def failed_verify(cluster, name):
     return report, {c["check"] + " @ " + c["target"]: c for c in report["checks"] if not c["ok"]}
 
 
+def ranks_back_within(cluster, count, seconds=60):
+    """Seconds until the conductor lists ``count`` registrations again (no command run meanwhile), else fail."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        try:
+            if len(conductor(cluster, "GET", "/services")["services"]) == count:
+                return time.monotonic() - started
+        except (requests.RequestException, AssertionError):
+            pass  # the conductor is still starting
+        time.sleep(1)
+    pytest.fail(f"the conductor did not list {count} registrations again within {seconds} s")
+
+
 def test_verify_fails_precisely_when_the_engines_kv_events_are_cut(cluster):
     """The conductor stops following the prefill engine's events (its ranks unregistered, as after a conductor
-    restart): verify fails on the registrations and on every prefix, saying the conductor matched nothing."""
+    restart, with the KV watcher stopped so that nothing repairs it): verify fails on the registrations and on every
+    prefix, saying the conductor matched nothing. Then the watcher starts again and restores them from what it
+    remembered (its state in its own filesystem), with no other command."""
+    rc, out = simctl.host_exec(ctl_name(cluster), f"docker stop {JOB}-kv-watcher")
+    assert rc == 0, out
     services = conductor(cluster, "GET", "/services")["services"]
     assert len(services) == 2
     for svc in services:
@@ -140,18 +159,22 @@ def test_verify_fails_precisely_when_the_engines_kv_events_are_cut(cluster):
     try:
         report, failed = failed_verify(cluster, "events-cut")
         assert failed["conductor lists every prefill DP rank @ kv_conductor"]["detail"].startswith("0/2 registered")
+        assert failed[f"conductor registrations of the pod's DP ranks @ {JOB}-p0-0"]["detail"] == "0/2 registered"
         prefixes = report["affinity"]["prefixes"]
         assert prefixes and all(p["verdict"] == "fail" and p["holder"] is None for p in prefixes)
         assert all("the conductor matched no token of the prefix" in p["reasons"][0] for p in prefixes)
         assert {k.split(" @ ")[0] for k in failed} == {
-            "conductor lists every prefill DP rank", "affinity: repeats of a shared prefix go to the instance holding it",
+            "container running with the planned image", "conductor lists every prefill DP rank",
+            "conductor registrations of the pod's DP ranks",
+            "affinity: repeats of a shared prefix go to the instance holding it",
             "affinity: fraction of repeats served with the cached prefix"}
-    finally:  # re-register with the payload the coordinator used
-        for svc in services:
-            conductor(cluster, "POST", "/register", {
-                "endpoint": svc["Endpoint"], "replay_endpoint": svc["ReplayEndpoint"], "type": svc["Type"],
-                "modelname": svc["ModelName"], "instance_id": svc["InstanceID"], "block_size": svc["BlockSize"],
-                "dp_rank": svc["DPRank"], "tenant_id": svc["TenantID"]})
+    finally:
+        rc, out = simctl.host_exec(ctl_name(cluster), f"docker start {JOB}-kv-watcher")
+        assert rc == 0, out
+    ranks_back_within(cluster, 2)
+    restored = {(s["InstanceID"], s["DPRank"], s["Endpoint"], s["ReplayEndpoint"]) for s in
+                conductor(cluster, "GET", "/services")["services"]}
+    assert restored == {(s["InstanceID"], s["DPRank"], s["Endpoint"], s["ReplayEndpoint"]) for s in services}
     playbook("verify.yml", cluster["inventory"], cluster["config"], "-e",
              f"motor_verify_report={cluster['tmp'] / 'restored.json'}")
 
@@ -165,6 +188,19 @@ def test_verify_fails_precisely_when_the_conductor_is_stopped(cluster):
     prefixes = report["affinity"]["prefixes"]
     assert prefixes and all(p["verdict"] == "unknown" for p in prefixes)
     assert all(p["reasons"][0].startswith("conductor /query: no answer") for p in prefixes)
+
+
+def test_conductor_back_empty_is_repaired_without_a_command_and_a_rerun_passes(cluster):
+    """The conductor stopped above comes back empty (what its restart policy does after a crash): the KV watcher
+    registers every prefill DP rank again within 60 s, with nothing run; a deploy re-run then changes nothing."""
+    rc, out = simctl.host_exec(ctl_name(cluster), f"docker start {JOB}-kv-conductor")
+    assert rc == 0, out
+    took = ranks_back_within(cluster, 2)
+    assert took < 60
+    rerun = playbook("deploy.yml", cluster["inventory"], cluster["config"], "-e", "motor_service_ready_timeout=240")
+    assert recap_changed(rerun.stdout) == 0, rerun.stdout[-3000:]
+    playbook("verify.yml", cluster["inventory"], cluster["config"], "-e",
+             f"motor_verify_report={cluster['tmp'] / 'healed.json'}")
 
 
 def test_collect_logs_masks_secrets(cluster):

@@ -110,7 +110,7 @@ def test_deploy_wires_the_containers_to_the_probed_nic_and_address(cluster):
             assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == env["HCCL_SOCKET_IFNAME"] == NIC, info["Name"]
             coordinator = coordinator or env.get("COORDINATOR_SERVICE")
             seen += 1
-    assert seen == 6 and coordinator == ips[f"{PREFIX}-ctl"]
+    assert seen == 7 and coordinator == ips[f"{PREFIX}-ctl"]
     second = playbook("deploy.yml", cluster["inventory"], cluster["config"], "-e", "motor_service_ready_timeout=240")
     assert recap_changed(second.stdout) == 0, second.stdout[-3000:]
 

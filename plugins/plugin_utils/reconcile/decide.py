@@ -18,7 +18,9 @@ and the work each host and the controller do after it (pure, no I/O; the action 
   its starts per host and its readiness checks; ``containers``: name, host and role of every planned container
   (no user_config: the rescue of a readiness wait picks the log tails from it); ``states``: the state of every
   container of the job as the discovery read it (the summary's starting point);
-- ``conductor_url``: the KV conductor's management URL (drain; the Mooncake conductor serves plain http only).
+- ``conductor_url``: the KV conductor's management URL (drain; the Mooncake conductor serves plain http only);
+- ``registrations``: None, or what the conductor lacks of the ranks of running engines and the repair
+  (``reconcile/registrations.py``: the KV watcher re-registers them, or the coordinator restarts).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff impo
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
 
 
@@ -113,6 +116,12 @@ def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: di
     }
 
 
+def _spec(container: dict, result: dict, spec_settings: dict, restarting: set) -> dict:
+    """The motor_containers spec of a container the step starts (``restart`` when the repair restarts it)."""
+    spec = container_spec(container, result, spec_settings)
+    return dict(spec, restart=True) if container["name"] in restarting else spec
+
+
 def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict, files: dict | None = None) -> dict:
     """Per host its motor_containers run per step (None: no run). When any host removes containers before the tiers
     start, the first step is that removal (``tiers`` empty), on every host before any tier starts."""
@@ -124,6 +133,7 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
         settings = judged["settings"][host]
         spec_settings = _spec_settings(plan, settings, judged["hosts"][host]["mounts_present"])
         starting = set((result.get("start") or {}).get(host) or [])
+        restarting = {r["container"] for r in result.get("actions") or [] if r.get("action") == "restart"}
         rendered = False
         runs = []
         if first:
@@ -131,7 +141,7 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
         for tiers in steps:
             mine = [c for c in own if c["tier"] in tiers]
             run = {"job_id": plan["job_id"],
-                   "containers": [container_spec(c, result, spec_settings) for c in mine if c["name"] in starting]}
+                   "containers": [_spec(c, result, spec_settings, restarting) for c in mine if c["name"] in starting]}
             if mine and not rendered:
                 run["configmap"] = _configmap(plan, own, settings, judged["hosts"][host]["image_id"], startup, files)
                 rendered = True
@@ -199,7 +209,8 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     """The decision of a deploy (see the module docstring). ``hosts``: the PyMotor hosts in inventory order;
     ``probes``: host -> motor_host_probe result; ``settings``: setting variable -> the controller's value;
     ``overrides``: host -> its own values of those variables; ``options``: ``startup_cache``,
-    ``startup_in_image``, ``ready_timeout``, ``port_timeout``, ``watcher_script`` (the KV watcher's code)."""
+    ``startup_in_image``, ``ready_timeout``, ``port_timeout``, ``watcher_script`` (the KV watcher's code),
+    ``registrations`` (the conductor's ``GET /services`` answer, or None: a re-run repairs what it lost)."""
     judged = judge_hosts(plan, hosts, probes, settings, overrides)
     containers = plan.get("containers") or []
     decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "containers": [
@@ -209,6 +220,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     existing = {host: (probes.get(host) or {}).get("containers") or [] for host in hosts}
     files = own_files(plan, options.get("watcher_script") or "")
     result = reconcile(plan, fold_files(hash_parts(plan, judged), files), existing)
+    registrations = repair_registrations(plan, result, options.get("registrations"))
     steps = tier_steps(plan)
     timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"]}
     startup = {"cache": options["startup_cache"], "in_image": options["startup_in_image"]}
@@ -221,5 +233,6 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "rolling": rolling_work(plan, result, judged, timeouts),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
         "conductor_url": conductor["url"] if conductor else "",
+        "registrations": registrations,
     })
     return decision

@@ -132,6 +132,10 @@ class Handler(BaseHTTPRequestHandler):
             if action == "start":
                 container["State"] = {"Status": "running", "Running": True}
                 return self._send(204)
+            if action == "restart" and method == "POST":
+                container["State"] = {"Status": "running", "Running": True}
+                container["RestartCount"] = container.get("RestartCount", 0) + 1
+                return self._send(204)
             if action == "stop" and method == "POST":
                 if not container["State"].get("Running"):
                     return self._send(304)  # the Engine's answer for a container that is not running

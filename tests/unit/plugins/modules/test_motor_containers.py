@@ -60,6 +60,18 @@ def test_decide(existing, action):
     assert mc.decide(existing, SPEC) == action
 
 
+def test_restart_asked_restarts_only_a_running_container_with_its_config():
+    asked = dict(SPEC, restart=True)
+    assert mc.decide({"Config": {"Labels": {mc.HASH_LABEL: "h1"}}, "State": {"Running": True}}, asked) == "restarted"
+    assert mc.decide({"Config": {"Labels": {mc.HASH_LABEL: "h0"}}, "State": {"Running": True}}, asked) == "recreated"
+    assert mc.decide({"Config": {"Labels": {mc.HASH_LABEL: "h1"}}, "State": {"Running": False}}, asked) == "started"
+    client = FakeClient({"job-p0-0": running("job-p0-0", "h1")})
+    result = mc.run(client, params([asked]), check_mode=False)
+    assert result["changed"] is True and result["containers"][0]["action"] == "restarted"
+    assert ("restart", "id-job-p0-0") in client.calls
+    assert ("create", "job-p0-0") not in client.calls
+
+
 class FakeClient:
     """Records the Engine API calls; containers: name -> inspection."""
 
@@ -92,7 +104,7 @@ class FakeClient:
         return {"Id": "id-" + params["name"]}
 
     def post(self, path, container_id):
-        self.calls.append(("start", container_id))
+        self.calls.append(("restart" if path.endswith("/restart") else "start", container_id))
         for c in self.containers.values():
             if c["Id"] == container_id:
                 c["State"]["Running"] = True

@@ -181,6 +181,37 @@ def test_the_kv_watcher_gets_its_script_and_the_planned_endpoints(plan):
     assert changed == {watcher["name"]}
 
 
+def _running_as_planned(plan, first, skip=()):
+    """Probes of hosts where every planned container runs with the labels of ``first``'s specs (but ``skip``)."""
+    specs = {s["name"]: s for host in ("ctl", "h1") for run in first["work"][host]["steps"] if run
+             for s in run["containers"]}
+    running = {h: [{"Names": ["/" + n], "State": "running", "Labels": s["labels"]} for n, s in specs.items()
+                   if n not in skip and n in [c["name"] for c in plan["containers"] if c["host"] == h]]
+               for h in ("h1", "ctl")}
+    return {h: healthy(plan, h, running[h]) for h in ("h1", "ctl")}
+
+
+def test_a_rerun_repairs_the_registrations_a_restarted_conductor_lost(plan):
+    """The conductor lists no rank of the running prefill pod: with the KV watcher running on, the deploy says so and
+    leaves the repair to it; without a watcher that remembers (a new one), the coordinator restarts in its step."""
+    options = dict(OPTIONS, watcher_script="print('watching')\n")
+    first = decide(plan, ["h1", "ctl"], {h: healthy(plan, h) for h in ("h1", "ctl")}, SETTINGS, {}, options)
+    empty = dict(options, registrations={"count": 0, "services": []})
+    kept = decide(plan, ["h1", "ctl"], _running_as_planned(plan, first), SETTINGS, {}, empty)
+    assert kept["reconcile"]["changes"] == [] and "KV watcher re-registers" in kept["registrations"]["repair"]
+    assert kept["registrations"]["missing"] == ["mindie-motor-p0-0: 0/2 of tcp://10.0.0.1:5557..5558"]
+    watcher = next(c["name"] for c in plan["containers"] if c["role"] == "kv_watcher")
+    fresh = decide(plan, ["h1", "ctl"], _running_as_planned(plan, first, skip=[watcher]), SETTINGS, {}, empty)
+    changes = {r["container"]: r["action"] for r in fresh["reconcile"]["changes"]}
+    assert changes == {watcher: "create", "mindie-motor-coordinator": "restart"}
+    specs = {s["name"]: s for s in fresh["work"]["ctl"]["steps"][0]["containers"]}
+    assert specs["mindie-motor-coordinator"]["restart"] is True and "restart" not in specs[watcher]
+    listed = {"services": [{"Endpoint": "tcp://10.0.0.1:%d" % p} for p in (5557, 5558)]}
+    whole = decide(plan, ["h1", "ctl"], _running_as_planned(plan, first, skip=[watcher]), SETTINGS, {},
+                   dict(options, registrations=listed))
+    assert whole["registrations"] is None and [r["action"] for r in whole["reconcile"]["changes"]] == ["create"]
+
+
 def test_a_hosts_own_setting_shapes_its_work(plan):
     probes = {"h1": healthy(plan, "h1"), "ctl": healthy(plan, "ctl")}
     decision = decide(plan, ["h1", "ctl"], probes, SETTINGS, {"h1": {"motor_service_log_root": "/data/logs"}}, OPTIONS)
