@@ -103,8 +103,7 @@ def test_healthy_conductor_is_only_read(conductor, tmp_path):
     conductor.register(coordinator_body(1, 0, P0))
     conductor.register(coordinator_body(1, 1, P1))
     watcher = new_watcher(conductor.url, tmp_path)
-    for _ in range(3):
-        assert watcher.poll() == []
+    assert [watcher.poll() for poll in range(3)] == [[], [], []]
     assert conductor.posts == []
     assert sorted(watcher.known) == [P0, P1]
 
