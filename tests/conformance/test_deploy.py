@@ -10,13 +10,11 @@ import json
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-import model_fixture
+from conformance_cluster import http, install_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 for sub in ("tests/sim", "tests/integration"):
@@ -26,19 +24,6 @@ import support  # noqa: E402
 
 SEEDS = {"pd_separation": "examples/seed_pd_separation", "pd_hybrid": "examples/seed_pd_hybrid"}
 READY_TIMEOUT = 150  # the real control plane is ready ~20 s after its containers start
-
-
-def http(url: str, body: dict | None = None, timeout: float = 10) -> tuple[int, object]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"}, method="POST" if body else "GET")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw.strip().startswith((b"{", b"[")) else raw.decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
-    except OSError as exc:
-        return 0, str(exc)
 
 
 class Cluster:
@@ -67,14 +52,7 @@ class Cluster:
         simctl.load_image(self.prefix, self.image)
         simctl.write_inventory(hosts, self.inventory)
         self.hosts = hosts
-        # The real coordinator tokenizes for KV-cache affinity: give every host a byte-level tokenizer in the seed's
-        # model directories (the simulated hosts carry a word-level one, useless to a real prefix index).
-        model_dir = model_fixture.write_model_dir(self.tmp / "model")
-        for host in hosts:
-            for target in ("/mnt/weight/qwen3_8B", "/mnt/weight/Qwen3-0.6B"):
-                for name in ("tokenizer.json", "tokenizer_config.json"):
-                    subprocess.run(["docker", "cp", str(model_dir / name), f"{host['name']}:{target}/{name}"],
-                                   check=True, capture_output=True)
+        install_tokenizer(hosts, self.tmp)  # the real coordinator's KV-cache affinity tokenizes
 
     def deploy(self) -> subprocess.CompletedProcess:
         result = support.playbook("deploy.yml", self.inventory, self.config, "-e",

@@ -25,6 +25,10 @@ Stable Python API (import with ``sys.path`` pointing at ``tests/sim``, then ``im
     names of the hosts that were loaded.
 ``host_exec(name, cmd, environment=None) -> (int, str)``
     Run ``cmd`` (a shell string, or an argv list) in a host; return exit code and combined output.
+``restart_dockerd(name, timeout=READY_TIMEOUT) -> None``
+    Restart a host's Docker engine the way ``systemctl restart docker`` does: SIGTERM to its dockerd (a
+    daemon shutdown: nested containers stop but keep their restart policy), the host's entrypoint starts
+    dockerd again; return when the new dockerd answers.
 ``write_inventory(hosts, path, addresses=True) -> None``
     Write an Ansible inventory reaching the hosts through community.docker.docker (``ansible_host``
     = the container name); ``addresses=False`` leaves ``motor_host_ip`` and ``motor_nic`` out, so
@@ -285,6 +289,29 @@ def host_exec(name: str, cmd: str | list[str],
     argv = ["sh", "-c", cmd] if isinstance(cmd, str) else cmd
     result = client().containers.get(name).exec_run(argv, environment=environment)
     return result.exit_code, result.output.decode(errors="replace")
+
+
+def _dockerd_pid(name: str) -> str:
+    rc, out = host_exec(name, "cat /var/run/docker.pid 2>/dev/null")
+    return out.strip() if rc == 0 else ""
+
+
+def restart_dockerd(name: str, timeout: float = READY_TIMEOUT) -> None:
+    """SIGTERM to the host's dockerd (not ``docker stop``: that would mark ``unless-stopped`` containers stopped);
+    the entrypoint supervises dockerd and starts it again. Wait until a new dockerd answers."""
+    old = _dockerd_pid(name)
+    rc, out = host_exec(name, "pkill -TERM -x dockerd")
+    if rc != 0:
+        raise RuntimeError(f"no dockerd to restart in {name} (pkill rc {rc}): {out.strip()}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid = _dockerd_pid(name)
+        if pid and pid != old:
+            _wait_ready(name, max(1.0, deadline - time.monotonic()))
+            return
+        time.sleep(0.5)
+    _, dockerd_log = host_exec(name, "tail -n 30 /var/log/dockerd.log")
+    raise TimeoutError(f"dockerd in {name} did not come back within {timeout:.0f} s:\n{dockerd_log}")
 
 
 def _host_image_id(name: str, image: str) -> str:

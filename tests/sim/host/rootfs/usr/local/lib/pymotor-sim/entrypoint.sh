@@ -1,6 +1,6 @@
 #!/bin/sh
 # Simulated Ascend host start-up: make the NPU device nodes for $SIM_HARDWARE, render npu-smi,
-# hccn_tool and /etc/hccn.conf for this host, then run dockerd until SIGTERM.
+# hccn_tool and /etc/hccn.conf for this host, then run dockerd (started again whenever it exits) until SIGTERM.
 set -eu
 
 LIB=/usr/local/lib/pymotor-sim
@@ -102,13 +102,24 @@ log "hardware $SIM_HARDWARE: $count NPU device nodes"
 # dockerd, quickly, so none is left behind, then let dockerd exit.
 stop_host() {
   docker ps -q | xargs -r docker stop -t 2 >/dev/null 2>&1 || true
-  kill -TERM "$dockerd_pid" 2>/dev/null
-  wait "$dockerd_pid"
+  kill -TERM "$dockerd_pid" 2>/dev/null || true
+  wait "$dockerd_pid" || true
   exit 0
 }
 
-dockerd >/var/log/dockerd.log 2>&1 &
-dockerd_pid=$!
+# dockerd is supervised like systemd's Restart=always: when it exits on its own (a crash, or
+# "pkill -TERM dockerd" as a Docker engine restart) it is started again; a daemon shutdown stops
+# the nested containers without marking them stopped, so "unless-stopped" ones come back with it.
+# Only this container's own SIGTERM/SIGINT (stop_host) ends the loop.
+dockerd_pid=
 trap stop_host TERM INT
-log "dockerd started (pid $dockerd_pid, log /var/log/dockerd.log)"
-wait "$dockerd_pid"
+: >/var/log/dockerd.log
+while :; do
+  dockerd >>/var/log/dockerd.log 2>&1 &
+  dockerd_pid=$!
+  log "dockerd started (pid $dockerd_pid, log /var/log/dockerd.log)"
+  rc=0
+  wait "$dockerd_pid" || rc=$?
+  log "dockerd (pid $dockerd_pid) exited with status $rc: starting it again in 1 s"
+  sleep 1
+done
