@@ -25,11 +25,11 @@ DIAGNOSES = {
                   "its engine processes failed to start or crashed (NPU busy, weights missing, port taken)",
                   "fix the error in the engine log below and re-run the deploy"),
     "endpoints": ("the KV conductor does not list every prefill/union DP rank",
-                  "PyMotor's coordinator registers each rank with the conductor once, when the instance is added: "
-                  "if the conductor was not listening then (restarted, crashed, or serving another port) the ranks "
-                  "stay unregistered",
-                  "restart the coordinator (`docker restart <job>-coordinator`) so that it registers every rank "
-                  "again, and check the conductor log for 'HTTP server listening port=<planned port>'"),
+                  "PyMotor's coordinator registers each rank with the conductor once, when the instance is added; "
+                  "<job>-kv-watcher restores only ranks it saw registered: one the conductor never took (not "
+                  "listening then, another port, subscription refused) stays unregistered",
+                  "read `docker logs <job>-kv-watcher` and the conductor's log ('HTTP server listening', 'Failed "
+                  "to subscribe'), then `docker restart <job>-coordinator`: it registers every rank again"),
 }
 TLS_HINT = ("TLS: the endpoint refused the handshake or its certificate; check that the CA / cert / key files the "
             "tls_config section names exist on the Ansible controller and match the servers' certificates")

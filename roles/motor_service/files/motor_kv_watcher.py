@@ -9,13 +9,14 @@ registrations in memory only. After a conductor crash (its restart policy brings
 control host that starts the coordinator before the conductor listens, nothing registers the ranks again: KV-cache
 affinity is silently gone.
 
-What: every ``interval`` seconds it reads the conductor's ``GET /services`` and remembers, per planned KV-event
-endpoint, the registration the coordinator made (the conductor lists every field of it). When the conductor comes
-back without them (it was unreachable, or it lost every remembered registration at once, or this watcher itself
-restarted), it posts the remembered registrations to ``POST /register``: the same body the coordinator sent.
-Registrations the coordinator withdrew while the conductor was up (an instance deleted) are forgotten, never
-re-registered. What it remembers survives its own restarts (a file in the container's own filesystem, which lives
-as long as the container); it listens on nothing and needs only the Python standard library.
+What: every ``interval`` seconds it reads the conductor's ``GET /services`` over one kept-alive connection and
+remembers, per planned KV-event endpoint, the registration the coordinator made (the conductor lists every field of
+it). When the conductor may have restarted - the connection broke (its process went away), it was unreachable, or
+this watcher itself restarted - it posts the remembered registrations the conductor lacks to ``POST /register``:
+the same body the coordinator sent. Registrations that vanish while the connection stays up are the coordinator's
+own withdrawals (an instance deleted) and are forgotten, never re-registered. What it remembers survives its own
+restarts (a file in the container's own filesystem, which lives as long as the container); it listens on nothing
+and needs only the Python standard library.
 
 Usage: ``python3 motor_kv_watcher.py <config.json>``; the config (written by the deploy from the plan):
 ``{"conductor": "http://<ip>:<port>", "interval": 2, "endpoints": ["tcp://<ip>:<port>", ...],
@@ -24,12 +25,12 @@ Usage: ``python3 motor_kv_watcher.py <config.json>``; the config (written by the
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 
 DEFAULT_STATE = "/var/tmp/motor_kv_watcher.json"
 TIMEOUT = 2.0  # seconds per request, as the coordinator's own conductor client
@@ -64,16 +65,17 @@ def instance_number(service):
 
 
 class Watcher:
-    """One poll at a time (``poll``); ``run`` loops. ``request(method, url, body)`` -> parsed JSON or raises."""
+    """One poll at a time (``poll``); ``run`` loops. ``request(method, url, body)`` -> parsed JSON or raises OSError;
+    its ``broken`` attribute, when true, says the connection broke since the last call (the watcher resets it)."""
 
     def __init__(self, config, request=None):
         self.base = str(config["conductor"]).rstrip("/")
         self.endpoints = set(config.get("endpoints") or [])
         self.interval = float(config.get("interval") or 2)
         self.state_path = config.get("state") or DEFAULT_STATE
-        self.request = request or http_request
+        self.request = request or KeptAlive(self.base)
         self.known = {}  # endpoint -> the /services entry the coordinator registered for it
-        self.suspect = False  # the conductor may have lost registrations (it was down, or this watcher restarted)
+        self.suspect = False  # the conductor may have lost registrations (it restarted, or this watcher did)
         self.reachable = None
         self._load()
 
@@ -108,6 +110,10 @@ class Watcher:
                 log("conductor unreachable", url=self.base, error=str(exc))
             self.reachable, self.suspect = False, True
             return []
+        if getattr(self.request, "broken", False):
+            self.request.broken = False
+            self.suspect = True
+            log("the connection to the conductor broke: it may have restarted", url=self.base)
         if self.reachable is False:
             log("conductor answers again", url=self.base)
         self.reachable = True
@@ -117,11 +123,7 @@ class Watcher:
             if endpoint in self.endpoints and instance_number(service) >= instance_number(listed.get(endpoint, {})):
                 listed[endpoint] = service
         lost = sorted(ep for ep in self.known if ep not in listed)
-        # lost while the conductor stayed up and others survived: the coordinator withdrew them (instance deleted).
-        # Every one lost at once, with the conductor up, is a restart between two polls: re-register them. (With a
-        # single publishing instance the two look alike; a withdrawn one re-registered is harmless: the coordinator
-        # only reads the conductor's matches of its own instance ids.)
-        if lost and not self.suspect and len(lost) < len(self.known):
+        if lost and not self.suspect:  # gone from a conductor that kept running: the coordinator withdrew them
             for endpoint in lost:
                 log("registration withdrawn, forgotten", endpoint=endpoint,
                     instance_id=self.known[endpoint].get("InstanceID"), dp_rank=self.known[endpoint].get("DPRank"))
@@ -152,15 +154,47 @@ class Watcher:
             time.sleep(self.interval)
 
 
-def http_request(method, url, body):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:  # nosec B310: the plan's http:// URL
-            raw = resp.read()
-    except urllib.error.HTTPError as exc:
-        raise OSError("HTTP %s: %s" % (exc.code, exc.read()[:300].decode(errors="replace"))) from exc
-    return json.loads(raw) if raw.strip() else {}
+class KeptAlive:
+    """HTTP/1.1 client of the conductor on one kept-alive connection (Go's server keeps it open). When a request on
+    an open connection finds it closed, the conductor's process went away: ``broken`` is set and the request is
+    sent again on a new connection."""
+
+    def __init__(self, base, timeout=TIMEOUT):
+        parts = urllib.parse.urlsplit(base)
+        self.host, self.port, self.timeout = parts.hostname, parts.port or 80, timeout
+        self.conn = None
+        self.broken = False
+
+    def _close(self):
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+    def __call__(self, method, url, body):
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        path = urllib.parse.urlsplit(url).path or "/"
+        for attempt in (1, 2):
+            reused = self.conn is not None
+            if not reused:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                resp = self.conn.getresponse()
+                raw = resp.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+                self._close()
+                if reused and attempt == 1:
+                    self.broken = True
+                    continue
+                raise OSError(str(exc)) from exc
+            except (OSError, http.client.HTTPException) as exc:
+                self._close()
+                raise OSError(str(exc)) from exc
+            if resp.status != 200:
+                raise OSError("HTTP %s: %s" % (resp.status, raw[:300].decode(errors="replace")))
+            return json.loads(raw) if raw.strip() else {}
+        raise OSError("no answer")
 
 
 def main(argv):

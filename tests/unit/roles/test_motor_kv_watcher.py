@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import socket
 import threading
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -28,15 +30,35 @@ def coordinator_body(instance, rank, endpoint):
             "replay_endpoint": endpoint.replace(":555", ":666")}
 
 
+def post(url, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as resp:  # noqa: S310 (loopback)
+        return json.loads(resp.read())
+
+
 class Conductor:
-    """Registrations in memory, as the Go conductor: POST /register, POST /unregister, GET /services."""
+    """Registrations in memory, as the Go conductor: POST /register, POST /unregister, GET /services, over
+    HTTP/1.1 kept-alive connections (Go's server keeps them open); a restart closes them and forgets everything."""
 
     def __init__(self):
         self.services = {}
         self.posts = []
+        self.connections = []
+        self.port = 0
+        self.server = None
+        self.up()
+
+    def _handler(self):
         conductor = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                conductor.connections.append(self.connection)
+
             def log_message(self, *args):
                 pass
 
@@ -71,27 +93,47 @@ class Conductor:
                     return self._answer(200, {"status": "unregistered successfully"})
                 return self._answer(404, {})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        return Handler
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def up(self):
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def register(self, body):
-        watcher_mod.http_request("POST", self.url + "/register", body)
-        self.posts.clear()  # only what the watcher posts counts
-
-    def restart(self):
-        self.services.clear()
-
-    def stop(self):
+    def down(self):
+        """The process goes away: the listener and every open connection close; the registrations are gone."""
         self.server.shutdown()
         self.server.server_close()
+        for connection in self.connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.connections.clear()
+        self.services.clear()
+
+    def restart(self):
+        self.down()
+        self.up()
+
+    def register(self, body):
+        post(self.url + "/register", body)
+        self.posts.clear()  # only what the watcher posts counts
+
+    def unregister(self, instance, rank):
+        post(self.url + "/unregister", {"instance_id": f"vllm-prefill-{instance}", "dp_rank": rank})
 
 
 @pytest.fixture()
 def conductor():
     c = Conductor()
     yield c
-    c.stop()
+    c.down()
 
 
 def new_watcher(url, tmp_path, endpoints=(P0, P1)):
@@ -114,39 +156,40 @@ def test_conductor_restart_between_polls_gets_the_coordinators_bodies_again(cond
         conductor.register(body)
     watcher = new_watcher(conductor.url, tmp_path)
     watcher.poll()
-    conductor.restart()
+    conductor.restart()  # faster than a poll: only the broken connection tells
     assert watcher.poll() == [P0, P1]
     assert sorted(conductor.posts, key=lambda b: b["dp_rank"]) == bodies
     assert watcher.poll() == [] and len(conductor.services) == 2
 
 
-def test_unreachable_conductor_then_back_empty(tmp_path):
-    first = Conductor()
-    first.register(coordinator_body(3, 0, P0))
-    watcher = new_watcher(first.url, tmp_path, endpoints=[P0])
+def test_unreachable_conductor_then_back_empty(conductor, tmp_path):
+    conductor.register(coordinator_body(3, 0, P0))
+    watcher = new_watcher(conductor.url, tmp_path, endpoints=[P0])
     watcher.poll()
-    first.stop()
-    assert watcher.poll() == [] and watcher.suspect
-    second = Conductor()  # the conductor back, empty (a new port stands for the same service here)
-    try:
-        watcher.base = second.url
-        assert watcher.poll() == [P0]
-        assert second.posts == [coordinator_body(3, 0, P0)]
-    finally:
-        second.stop()
+    conductor.down()
+    assert watcher.poll() == [] and watcher.suspect and watcher.known
+    assert watcher.poll() == []  # still down: nothing forgotten
+    conductor.up()
+    assert watcher.poll() == [P0]
+    assert conductor.posts == [coordinator_body(3, 0, P0)]
 
 
-def test_withdrawn_registration_is_forgotten_not_restored(conductor, tmp_path):
+def test_withdrawn_registrations_are_forgotten_not_restored(conductor, tmp_path):
+    """The coordinator deletes instances while the conductor keeps running - one of two, then the last one (which
+    looks like a restart to a count, not to the connection): none comes back, not even after a real restart."""
     conductor.register(coordinator_body(1, 0, P0))
     conductor.register(coordinator_body(2, 0, P1))
     watcher = new_watcher(conductor.url, tmp_path)
     watcher.poll()
-    # the coordinator deletes instance 2 while the conductor stays up
-    watcher_mod.http_request("POST", conductor.url + "/unregister", {"instance_id": "vllm-prefill-2", "dp_rank": 0})
+    conductor.unregister(2, 0)
     assert watcher.poll() == [] and sorted(watcher.known) == [P0]
+    conductor.unregister(1, 0)
+    assert watcher.poll() == [] and watcher.known == {} and conductor.services == {}
+    conductor.register(coordinator_body(5, 0, P0))  # the instance back under a new id
+    watcher.poll()
     conductor.restart()
     assert watcher.poll() == [P0]
-    assert [b["instance_id"] for b in conductor.posts] == ["vllm-prefill-1"]
+    assert [b["instance_id"] for b in conductor.posts] == ["vllm-prefill-5"]
 
 
 def test_unplanned_endpoints_are_ignored_and_the_newest_instance_wins(conductor, tmp_path):
@@ -173,20 +216,34 @@ def test_restarted_watcher_restores_from_its_state_file(conductor, tmp_path):
     assert again.poll() == [P0, P1] and len(conductor.services) == 2
 
 
+class Flaky:
+    """The watcher's client, with its first POST failing as the conductor answers a subscription it cannot make."""
+
+    def __init__(self, inner):
+        self.inner, self.posts = inner, 0
+
+    @property
+    def broken(self):
+        return self.inner.broken
+
+    @broken.setter
+    def broken(self, value):
+        self.inner.broken = value
+
+    def __call__(self, method, url, body):
+        if method == "POST":
+            self.posts += 1
+            if self.posts == 1:
+                raise OSError("HTTP 500: Failed to subscribe")
+        return self.inner(method, url, body)
+
+
 def test_failed_registration_is_retried(conductor, tmp_path):
     conductor.register(coordinator_body(1, 0, P0))
     watcher = new_watcher(conductor.url, tmp_path, endpoints=[P0])
+    watcher.request = Flaky(watcher.request)
     watcher.poll()
     conductor.restart()
-    calls = []
-
-    def flaky(method, url, body):
-        calls.append(method)
-        if method == "POST" and calls.count("POST") == 1:
-            raise OSError("HTTP 500: Failed to subscribe")
-        return watcher_mod.http_request(method, url, body)
-
-    watcher.request = flaky
     assert watcher.poll() == [] and watcher.suspect and P0 in watcher.known
     assert watcher.poll() == [P0] and not watcher.suspect
 

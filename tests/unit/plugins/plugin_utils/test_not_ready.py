@@ -24,7 +24,7 @@ def test_message_names_condition_cause_fix_then_each_container_once():
     assert lines[0].startswith('readiness: "the KV conductor lists every prefill/union DP rank" did not succeed')
     assert "missing tcp://10.0.0.1:5558" in lines[1]
     assert lines[2].startswith("likely cause: PyMotor's coordinator registers each rank with the conductor once")
-    assert lines[3].startswith("fix: restart the coordinator")
+    assert lines[3].startswith("fix: read `docker logs <job>-kv-watcher`")
     assert [ln for ln in lines if ln.startswith("-----")] == ["----- ctl/j-kv-conductor (last log lines)"]
     assert len(lines) == 4 + 1 + 21 and all(len(ln) <= 300 for ln in lines)
 
