@@ -72,15 +72,23 @@ def query_matches(answer):
 
 def conductor_names(services, expected):
     """``{"<instance_id>/dp<rank>": "<container>/<dp_rank>"}`` from the conductor's ``/services`` (its Endpoint)
-    and the plan's expected KV endpoints (``expected_kv_endpoints``)."""
+    and the plan's expected KV endpoints (``expected_kv_endpoints``), named as the probe names the engines: by the
+    plan's ``dp_rank`` label of the pod's endpoint at the same local index."""
     # a pod may bind the endpoint of any rank of its instance (ranks go in registration order): the conductor's
-    # DPRank says which one it got
-    by_endpoint = {url: e["container"] for e in expected or [] for url in e["of"]}
+    # DPRank says which one it got, and the pod's k-th smallest rank is its k-th local endpoint (mgmt/metrics port)
+    entries = {url: e for e in expected or [] for url in e["of"]}
+    found = [s for s in (services or {}).get("services") or [] if isinstance(s, dict) and s.get("Endpoint") in entries]
+    ranks_of = {}
+    for service in found:
+        ranks_of.setdefault(entries[service["Endpoint"]]["container"], set()).add(int(service.get("DPRank") or 0))
     out = {}
-    for service in (services or {}).get("services") or []:
-        if isinstance(service, dict) and service.get("Endpoint") in by_endpoint:
-            out["%s/dp%s" % (service.get("InstanceID"), service.get("DPRank"))] = "%s/%s" % (
-                by_endpoint[service["Endpoint"]], service.get("DPRank"))
+    for service in found:
+        entry = entries[service["Endpoint"]]
+        rank = int(service.get("DPRank") or 0)
+        local = sorted(ranks_of[entry["container"]]).index(rank)
+        labels = entry.get("ranks") or []
+        label = labels[local] if local < len(labels) else rank
+        out["%s/dp%s" % (service.get("InstanceID"), service.get("DPRank"))] = "%s/%s" % (entry["container"], label)
     return out
 
 

@@ -105,7 +105,8 @@ def kv_format_verdict(vllm_version=None, shapes=None) -> dict:
 
 def expected_kv_endpoints(plan: dict) -> list:
     """What the conductor must list once every publishing pod registered: per publishing container,
-    ``{container, host, need, of}``: ``need`` (its DP ranks per pod) of the endpoints ``of``
+    ``{container, host, need, ranks, of}``: ``need`` (its DP ranks per pod; ``ranks``: their labels in the plan, by
+    local index) of the endpoints ``of``
     (``tcp://<ip>:<event base + rank>`` for every rank of its instance). The real controller gives a pod its ranks in
     registration order (upstream instance_assembler.py), so which ``need`` of them is not known in advance; pods of
     one instance are on distinct hosts and the plan keeps other publishers' ranks off those ports."""
@@ -117,7 +118,7 @@ def expected_kv_endpoints(plan: dict) -> list:
         if container.get("role") == events.get("role") and container.get("dp_ranks"):
             pool = container.get("rank_pool") or container.get("dp_ranks")
             out.append({"container": container["name"], "host": container["host"],
-                        "need": len(container["dp_ranks"]),
+                        "need": len(container["dp_ranks"]), "ranks": list(container["dp_ranks"]),
                         "of": [f"tcp://{container['ip']}:{events['endpoint_port'] + rank}" for rank in pool]})
     return out
 

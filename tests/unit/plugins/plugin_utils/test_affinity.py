@@ -84,6 +84,23 @@ def test_query_matches_and_names():
     assert names == {"vllm-prefill-1/dp0": "j-p0-0/0", "vllm-prefill-1/dp1": "j-p0-0/1"}
 
 
+def test_names_follow_the_registration_order_of_a_two_pod_instance():
+    """Pod 1 registered first and got rank 0: its endpoint tcp://<pod 1>:5557 is the probe's "j-p0-1/1" (the plan's
+    label of pod 1's first local endpoint, where its metrics are read), not "j-p0-1/0"."""
+    expected = [{"container": "j-p0-0", "need": 1, "ranks": [0], "of": ["tcp://10.0.0.1:5557", "tcp://10.0.0.1:5558"]},
+                {"container": "j-p0-1", "need": 1, "ranks": [1], "of": ["tcp://10.0.0.2:5557", "tcp://10.0.0.2:5558"]}]
+    services = {"services": [{"Endpoint": "tcp://10.0.0.2:5557", "InstanceID": "vllm-prefill-4", "DPRank": 0},
+                             {"Endpoint": "tcp://10.0.0.1:5558", "InstanceID": "vllm-prefill-4", "DPRank": 1}]}
+    assert af.conductor_names(services, expected) == {"vllm-prefill-4/dp0": "j-p0-1/1",
+                                                       "vllm-prefill-4/dp1": "j-p0-0/0"}
+    two_local = [{"container": "j-p0-0", "need": 2, "ranks": [0, 1],
+                  "of": [f"tcp://10.0.0.1:{p}" for p in range(5557, 5561)]}]
+    services = {"services": [{"Endpoint": "tcp://10.0.0.1:5559", "InstanceID": "vllm-prefill-2", "DPRank": 2},
+                             {"Endpoint": "tcp://10.0.0.1:5560", "InstanceID": "vllm-prefill-2", "DPRank": 3}]}
+    assert af.conductor_names(services, two_local) == {"vllm-prefill-2/dp2": "j-p0-0/0",
+                                                        "vllm-prefill-2/dp3": "j-p0-0/1"}
+
+
 def test_repeats_on_the_holder_pass():
     got = report(probe())
     assert got["passed"] and got["fraction"] == 1.0 and got["repeats"] == 3

@@ -420,7 +420,7 @@ def test_affinity_multi_pod_ranks_and_event_ports():
     assert conts["job-p0-1"]["endpoints"][0] == {"dp_rank": 2, "local_index": 0, "service_port": 10000, "mgmt_port": 10001}
     expected = {e["container"]: e for e in expected_kv_endpoints(plan)}
     ip = conts["job-p0-1"]["ip"]
-    assert expected["job-p0-1"] == {"container": "job-p0-1", "host": conts["job-p0-1"]["host"], "need": 2,
+    assert expected["job-p0-1"] == {"container": "job-p0-1", "host": conts["job-p0-1"]["host"], "need": 2, "ranks": [2, 3],
                                     "of": [f"tcp://{ip}:{port}" for port in (5557, 5558, 5559, 5560)]}
 
 
