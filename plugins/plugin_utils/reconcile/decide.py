@@ -74,10 +74,26 @@ def readiness_checks(plan: dict, timeouts: dict) -> list:
         _check("the coordinator reports ready (instances assembled; model loading can take long)", "ready",
                targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"]),
     ]
+    checks += engine_checks(plan, targets, timeouts)
     if tracks_ranks(plan):
         checks.append(_check("the KV conductor lists every prefill/union DP rank", "endpoints", _services(targets),
                              timeouts["ready"], ["kv_conductor", "coordinator", "prefill", "union"],
                              endpoints=expected_kv_endpoints(plan)))
+    return checks
+
+
+def engine_checks(plan: dict, targets: dict, timeouts: dict, names=None) -> list:
+    """Every engine endpoint (of the containers ``names``, default all) reports normal on its management /status:
+    the coordinator reports ready with one instance of a role, and a node manager whose start command never came
+    (upstream's controller drops one it cannot reach when it registers) still says its endpoints are normal."""
+    checks = []
+    for c in plan.get("containers") or []:
+        if c.get("tier") != 2 or (names is not None and c["name"] not in names):
+            continue
+        for ep in c.get("endpoints") or []:
+            key = "%s/%s" % (c["name"], ep["dp_rank"])
+            checks.append(_check("the engine of %s (endpoint %d) reports normal" % (c["name"], ep["local_index"]),
+                                 "status_ok", targets["engines"][key], timeouts["ready"], [c["role"]]))
     return checks
 
 
@@ -87,6 +103,7 @@ def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -
     targets = service_targets(plan)
     checks = [_check("the node manager of %s reports normal" % c["name"], "status_ok",
                      targets["node_managers"][c["name"]], timeouts["ready"], [c["role"]]) for c in members]
+    checks += engine_checks(plan, targets, timeouts, [c["name"] for c in members])
     if tracks_ranks(plan):
         names = [c["name"] for c in members]
         checks.append(_check("the KV conductor lists the DP ranks of %s" % instance["job_name"], "endpoints",

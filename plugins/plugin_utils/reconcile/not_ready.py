@@ -21,9 +21,12 @@ DIAGNOSES = {
               "weights not mounted) so its instance never registered with the controller",
               "if the engine logs below show loading progress, raise motor_service_ready_timeout; otherwise fix the "
               "error they show and re-run the deploy"),
-    "status_ok": ("a node manager does not report normal",
-                  "its engine processes failed to start or crashed (NPU busy, weights missing, port taken)",
-                  "fix the error in the engine log below and re-run the deploy"),
+    "status_ok": ("a node manager or an engine endpoint does not report normal",
+                  "its engine processes failed to start or crashed (NPU busy, weights missing, port taken), or the "
+                  "controller never started them (upstream race: the node manager registered before its port "
+                  "listened and was dropped)",
+                  "fix the error in the engine log below and re-run the deploy; a pod whose engine never started "
+                  "(no engine lines below) recovers with `docker restart <container>`"),
     "endpoints": ("the KV conductor does not list every prefill/union DP rank",
                   "PyMotor's coordinator registers each rank with the conductor once, when the instance is added; "
                   "<job>-kv-watcher restores only ranks it saw registered: one the conductor never took (not "

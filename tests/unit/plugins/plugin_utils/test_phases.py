@@ -139,7 +139,10 @@ def test_decision_gives_every_host_one_run_per_step_with_work(plan):
     assert h1[1]["configmap"]["startup_dir"] == "/var/cache/pymotor/startup/sha256-img"
     names = [c["name"] for c in decision["readiness"]]
     assert names[0] == "the controller port answers" and "coordinator reports ready" in names[1]
-    assert decision["readiness"][2]["endpoints"]  # affinity: every prefill DP rank at the conductor
+    engines = [c for c in decision["readiness"] if c["name"].startswith("the engine of ")]
+    assert [c["url"] for c in engines] == ["http://10.0.0.1:%d/status" % p for p in (10005, 10007, 10001, 10003)]
+    assert all(c["until"] == "status_ok" for c in engines)  # every engine endpoint, not only the coordinator
+    assert decision["readiness"][-1]["endpoints"]  # affinity: every prefill DP rank at the conductor
     assert decision["states"] == {"h1": {}, "ctl": {}}
 
 
