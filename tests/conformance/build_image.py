@@ -4,7 +4,8 @@ Source tree: $MOTOR_UPSTREAM_PYMOTOR, default ../shared/upstream/pymotor relativ
 upstream's docker/Dockerfile does (see image/Dockerfile): motor wheel + requirements from PyPI pinned by
 constraints.txt, examples/ unchanged at /tmp/motor/examples, a fake engine_server ahead on PATH (image/), vLLM
 0.18.0's multi_connector.py (from the PyPI sdist, sha256-checked) where upstream's MultiConnector patch applies.
-The tag covers every input: the source tree, image/, constraints.txt, the reused stand-in module motor_sim, the
+The tag covers every input: the source tree, image/, constraints.txt, the reused stand-in module motor_sim (and its
+mooncake_master, for upstream's kv_pool.sh), the
 vLLM file's sha256, the base image's id and the build arguments. Usage: python tests/conformance/build_image.py
 (prints the tag; exit 3 with the reason when the source tree is absent).
 """
@@ -56,7 +57,8 @@ def absent_reason() -> str | None:
 
 def conformance_tag() -> str:
     tree = upstream_pymotor()
-    parts = [content_digest(tree), content_digest(HERE, ["image", "constraints.txt"]), content_digest(MOTOR_SIM)]
+    parts = [content_digest(tree), content_digest(HERE, ["image", "constraints.txt"]), content_digest(MOTOR_SIM),
+             content_digest(MOTOR_SIM.parent, ["bin/mooncake_master"])]
     digest = content_digest(HERE, ["build_image.py"], base_image=BASE_IMAGE, build_args={"BASE_IMAGE": BASE_IMAGE},
                             extra="\0".join(parts + [VLLM_SDIST_SHA256, _ca_sha256()]))
     return f"{REPO}:{digest[:12]}"
@@ -96,6 +98,8 @@ def stage_context(ctx: Path) -> None:
     shutil.copy2(HERE / "constraints.txt", ctx / "constraints.txt")
     (ctx / "build-ca.pem").write_bytes(CA_BUNDLE.read_bytes() if CA_BUNDLE.is_file() else b"")
     shutil.copytree(MOTOR_SIM, ctx / "motor_sim", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # upstream's kv_pool.sh starts mooncake_master (the Mooncake wheel's, absent here): the stand-in's, same flags
+    shutil.copy2(MOTOR_SIM.parent / "bin" / "mooncake_master", ctx / "bin" / "mooncake_master")
     with tarfile.open(vllm_sdist()) as sdist:
         member = sdist.extractfile(f"vllm-0.18.0/{MULTI_CONNECTOR}")
         target = ctx / MULTI_CONNECTOR

@@ -97,9 +97,11 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
         got = seen.get(c["name"]) or {}
         want_image = image_ids.get(c["host"]) or ""
         image_ok = bool(want_image) and got.get("image") == want_image
-        ok = bool(got.get("exists")) and bool(got.get("running")) and image_ok
+        # Docker says Running while a container restarts in a loop: its status says "restarting"
+        running = bool(got.get("running")) and got.get("status") != "restarting"
+        ok = bool(got.get("exists")) and running and image_ok
         detail = ("missing" if not got.get("exists") else
-                  f"state {got.get('status')}" if not got.get("running") else
+                  f"state {got.get('status')}" if not running else
                   "" if image_ok else f"image {str(got.get('image'))[:19]} is not the planned {want_image[:19] or '(image absent)'}")
         checks.append(_check("container running with the planned image", f"{c['host']}/{c['name']}", ok, detail))
         containers.append({"host": c["host"], "container": c["name"], "role": c["role"],

@@ -112,6 +112,7 @@ def test_verify_report_passes_on_a_healthy_job():
 @pytest.mark.parametrize(("mutate", "failing"), [
     (lambda r: r["containers"]["j-p0-0"].update(running=False, status="exited"), "container running with the planned image"),
     (lambda r: r["containers"]["j-d0-0"].update(image="sha256:b"), "container running with the planned image"),
+    (lambda r: r["containers"]["j-d0-0"].update(status="restarting"), "container running with the planned image"),
     (lambda r: r["coordinator"].update(json={"ready": False}), "coordinator ready"),
     (lambda r: r["engines"].update({"j-d0-0/1": {"status": -1, "json": {}}}), "engine status normal"),
     (lambda r: r["services"].update(services=[{"Endpoint": "tcp://10.0.0.1:5557"}]), "conductor lists every prefill DP rank"),
