@@ -103,14 +103,13 @@ class Cluster:
         for host in self.hosts:
             if host["hardware"] == simctl.CONTROL_HARDWARE:
                 continue
-            _, names = simctl.host_exec(host["name"], "docker ps -a --format '{{.Names}}'")
+            names = simctl.host_exec(host["name"], "docker ps -a --format '{{.Names}}'")[1]
             found.update({name: host for name in names.split() if ENGINE.match(name)})
         return found
 
     def host_of(self, container: str) -> dict:
         for host in self.hosts:
-            rc, _ = simctl.host_exec(host["name"], ["docker", "inspect", "--format", "{{.Id}}", container])
-            if rc == 0:
+            if simctl.host_exec(host["name"], ["docker", "inspect", "--format", "{{.Id}}", container])[0] == 0:
                 return host
         raise AssertionError(f"no host runs {container}:\n{self.containers()}")
 
@@ -130,7 +129,7 @@ class Cluster:
     def logs(self, name_part: str, tail: int = 60) -> str:
         out = []
         for host in self.hosts:
-            _, names = simctl.host_exec(host["name"], f"docker ps -a --format '{{{{.Names}}}}' | grep -- '{name_part}'")
+            names = simctl.host_exec(host["name"], f"docker ps -a --format '{{{{.Names}}}}' | grep -- '{name_part}'")[1]
             for name in names.split():
                 rc, log = simctl.host_exec(host["name"], f"docker logs --tail {tail} {name} 2>&1")
                 out.append(f"--- {host['name']}/{name} (rc {rc})\n{log}")
@@ -293,7 +292,7 @@ def test_shuffled_start(cluster):
     with ThreadPoolExecutor(max_workers=len(engines)) as pool:
         stopped = list(pool.map(lambda item: simctl.host_exec(item[1]["name"], ["docker", "stop", item[0]]),
                                 sorted(engines.items())))
-    assert all(rc == 0 for rc, _ in stopped), stopped
+    assert all(result[0] == 0 for result in stopped), stopped
     # The controller refuses a new registration of a job name while its instance is ACTIVE ("Instance ... already
     # registered"): wait until the heartbeat timeout (10 s) made both instances INACTIVE. An INACTIVE one stays for
     # 300 s (CLEAR_INSTANCE_TIMEOUT), but a registration then assembles a new instance of that job name.

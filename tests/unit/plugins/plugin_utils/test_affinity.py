@@ -91,14 +91,14 @@ def test_names_follow_the_registration_order_of_a_two_pod_instance():
                 {"container": "j-p0-1", "need": 1, "ranks": [1], "of": ["tcp://10.0.0.2:5557", "tcp://10.0.0.2:5558"]}]
     services = {"services": [{"Endpoint": "tcp://10.0.0.2:5557", "InstanceID": "vllm-prefill-4", "DPRank": 0},
                              {"Endpoint": "tcp://10.0.0.1:5558", "InstanceID": "vllm-prefill-4", "DPRank": 1}]}
-    assert af.conductor_names(services, expected) == {"vllm-prefill-4/dp0": "j-p0-1/1",
-                                                       "vllm-prefill-4/dp1": "j-p0-0/0"}
+    names = af.conductor_names(services, expected)
+    assert names == {"vllm-prefill-4/dp0": "j-p0-1/1", "vllm-prefill-4/dp1": "j-p0-0/0"}
     two_local = [{"container": "j-p0-0", "need": 2, "ranks": [0, 1],
                   "of": [f"tcp://10.0.0.1:{p}" for p in range(5557, 5561)]}]
     services = {"services": [{"Endpoint": "tcp://10.0.0.1:5559", "InstanceID": "vllm-prefill-2", "DPRank": 2},
                              {"Endpoint": "tcp://10.0.0.1:5560", "InstanceID": "vllm-prefill-2", "DPRank": 3}]}
-    assert af.conductor_names(services, two_local) == {"vllm-prefill-2/dp2": "j-p0-0/0",
-                                                        "vllm-prefill-2/dp3": "j-p0-0/1"}
+    names = af.conductor_names(services, two_local)
+    assert names == {"vllm-prefill-2/dp2": "j-p0-0/0", "vllm-prefill-2/dp3": "j-p0-0/1"}
 
 
 def test_repeats_on_the_holder_pass():
