@@ -396,3 +396,65 @@ def test_control_docker_engine_restart_self_heals(cluster):
     assert seconds is not None, (f"prefill DP ranks not back in /services within {HEAL_TIMEOUT} s of the Docker "
                                  f"engine restart: {services}\n{cluster.containers()}\n{cluster.logs('kv-', 30)}")
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def _failed_verify(c: Cluster, name: str) -> tuple[dict, dict]:
+    """Run verify.yml expecting it to fail; the report and its failed checks as ``{"<check> @ <target>": check}``."""
+    report = c.tmp / f"{name}.json"
+    result = c.playbook("verify.yml", "-e", f"motor_verify_report={report}")
+    assert result.returncode != 0, result.stdout[-3000:]
+    data = json.loads(report.read_text())
+    c.note(f"verify.yml ({name}): rc {result.returncode}, failed: "
+           f"{[k['check'] + ' @ ' + k['target'] for k in data['checks'] if not k['ok']]}")
+    return data, {k["check"] + " @ " + k["target"]: k for k in data["checks"] if not k["ok"]}
+
+
+def test_verify_fails_precisely_when_the_kv_events_are_cut_then_the_watcher_restores(cluster):
+    """The real conductor stops following the prefill ranks' events (unregistered, with the KV watcher stopped so
+    that nothing repairs it): verify fails on the registrations, per pod, and on every prefix (the conductor matched
+    nothing). The watcher started again restores them from what it remembered."""
+    _needs_first_deploy(cluster)
+    control = cluster.control()["name"]
+    assert simctl.host_exec(control, ["docker", "stop", f"{JOB}-kv-watcher"])[0] == 0
+    services = [s for s in cluster.services() if str(s.get("InstanceID", "")).startswith("vllm-prefill-")]
+    assert len(services) == cluster.dp("prefill"), services
+    for s in services:
+        status, body = http(cluster.url(13333, "/unregister"), {"instance_id": s["InstanceID"], "dp_rank": s["DPRank"]})
+        assert status == 200, body
+    try:
+        report, failed = _failed_verify(cluster, "events-cut")
+        assert failed["conductor lists every prefill DP rank @ kv_conductor"]["detail"].startswith("0/2 registered")
+        pods = [k for k in failed if k.startswith("conductor registrations of the pod's DP ranks @ ")]
+        assert sorted(pods) == [f"conductor registrations of the pod's DP ranks @ {JOB}-p0-{i}" for i in (0, 1)]
+        prefixes = report["affinity"]["prefixes"]
+        assert prefixes and all(p["verdict"] == "fail" and p["holder"] is None for p in prefixes)
+        assert all("the conductor matched no token of the prefix" in p["reasons"][0] for p in prefixes)
+    finally:
+        started = time.monotonic()
+        assert simctl.host_exec(control, ["docker", "start", f"{JOB}-kv-watcher"])[0] == 0
+    seconds, restored = _heal(cluster, "KV watcher started again after the ranks were cut", started)
+    assert seconds is not None, f"not restored within {HEAL_TIMEOUT} s: {restored}\n{cluster.logs('kv-watcher', 30)}"
+    assert {(s["InstanceID"], s["DPRank"], s["Endpoint"]) for s in restored} == {
+        (s["InstanceID"], s["DPRank"], s["Endpoint"]) for s in services}
+
+
+def test_verify_fails_precisely_when_the_conductor_is_stopped_then_heals(cluster):
+    """verify names the unreadable conductor and the stopped container; started again (empty, as after a crash),
+    the watcher registers every rank back with no command run, and verify passes."""
+    _needs_first_deploy(cluster)
+    control = cluster.control()["name"]
+    assert simctl.host_exec(control, ["docker", "stop", f"{JOB}-kv-conductor"])[0] == 0
+    try:
+        report, failed = _failed_verify(cluster, "conductor-stopped")
+        assert "conductor /services unreadable" in failed["conductor lists every prefill DP rank @ kv_conductor"][
+            "detail"]
+        assert f"container running with the planned image @ {control}/{JOB}-kv-conductor" in failed
+        assert all(p["verdict"] == "unknown" for p in report["affinity"]["prefixes"])
+    finally:
+        started = time.monotonic()
+        assert simctl.host_exec(control, ["docker", "start", f"{JOB}-kv-conductor"])[0] == 0
+    seconds, services = _heal(cluster, "conductor started again after verify saw it stopped", started)
+    assert seconds is not None, f"not back within {HEAL_TIMEOUT} s: {services}\n{cluster.logs('kv-', 30)}"
+    report = cluster.tmp / "healed.json"
+    result = cluster.playbook("verify.yml", "-e", f"motor_verify_report={report}")
+    assert result.returncode == 0, result.stdout[-3000:]
