@@ -143,6 +143,7 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
     """Per host its motor_containers run per step (None: no run). When any host removes containers before the tiers
     start, the first step is that removal (``tiers`` empty), on every host before any tier starts."""
     work = {}
+    restarting = {r["container"] for r in result.get("actions") or [] if r.get("action") == "restart"}
     first = {h: list(names) for h, names in (result.get("first") or {}).items() if names}
     containers = plan.get("containers") or []
     for host in judged["hosts"]:
@@ -150,7 +151,6 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
         settings = judged["settings"][host]
         spec_settings = _spec_settings(plan, settings, judged["hosts"][host]["mounts_present"])
         starting = set((result.get("start") or {}).get(host) or [])
-        restarting = {r["container"] for r in result.get("actions") or [] if r.get("action") == "restart"}
         rendered = False
         runs = []
         if first:
