@@ -17,7 +17,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_event
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document, mask_secrets, mask_text
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import probe_args, service_targets
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import status_rows, status_table
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import conductor_url, status_rows, status_table
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.verify import http_results, verify_report, verify_table
 
 
@@ -30,7 +30,8 @@ def motor_ops(plan, raw, min_affinity=1.0):
 
 motor_ops_verify_table = verify_table  # Render a verify report as text.
 motor_ops_status_rows = status_rows  # Status rows from docker inspect results per host.
-motor_ops_status_table = status_table  # Render status rows as text.
+motor_ops_status_table = status_table  # Render status rows (and the conductor's registrations) as text.
+motor_ops_status_conductor = conductor_url  # The KV conductor's URL from the status rows.
 motor_ops_mask = mask_secrets  # Mask the secrets of a structure.
 motor_ops_mask_text = mask_text  # Mask the secrets of free text.
 motor_ops_mask_document = mask_document  # Mask the secrets of a JSON document (or free text).
@@ -59,6 +60,7 @@ class FilterModule:
             "motor_ops_verify_table": motor_ops_verify_table,
             "motor_ops_status_rows": motor_ops_status_rows,
             "motor_ops_status_table": motor_ops_status_table,
+            "motor_ops_status_conductor": motor_ops_status_conductor,
             "motor_ops_mask": motor_ops_mask,
             "motor_ops_mask_text": motor_ops_mask_text,
             "motor_ops_mask_document": motor_ops_mask_document,

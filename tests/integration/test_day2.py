@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -99,8 +100,11 @@ def test_verify_check_mode_probes_and_passes_without_writing(cluster):
 
 def test_status_lists_every_container(cluster):
     out = cluster["tmp"] / "status.json"
-    playbook("status.yml", cluster["inventory"], cluster["config"], "-e", f"motor_status_output={out}")
+    result = playbook("status.yml", cluster["inventory"], cluster["config"], "-e", f"motor_status_output={out}")
     rows = json.loads(out.read_text())
+    # the conductor's registrations, per publishing pod: both DP ranks of the prefill pod
+    text = result.stdout[result.stdout.index("KV conductor registrations (2):"):]
+    assert sorted(re.findall(rf"{JOB}-p0-0 +(\d+) +vllm-prefill-\d+ +tcp://", text)) == ["0", "1"], text[:1500]
     names = {r["container"] for r in rows}
     assert names == {f"{JOB}-{n}" for n in ("controller", "coordinator", "kv-conductor", "kv-watcher", "kv-pool", "p0-0",
                                             "d0-0")}

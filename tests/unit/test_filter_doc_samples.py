@@ -214,6 +214,8 @@ REAL_OUTPUT = {
         {"motor_controller_config": {"api_key": "sk-not-a-real-key", "max_tokens": 512}})),
     "motor_ops_status_rows": status_rows,
     "motor_ops_status_table": lambda: FILTERS["motor_ops_status_table"](status_rows()),
+    "motor_ops_status_conductor": lambda: FILTERS["motor_ops_status_conductor"]([
+        {"role": "kv_conductor", "ip": "192.0.2.10", "ports": "13333"}]),
 }
 
 

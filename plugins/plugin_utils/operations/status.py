@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""status.yml: one row per container from docker inspect."""
+"""status.yml: one row per container from docker inspect, and the KV conductor's registrations per publishing pod."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     CONTAINER_LABEL,
     PORTS_LABEL,
+    PUBLISHING_ROLES,
     ROLE_LABEL,
     ROLE_ORDER,
 )
@@ -68,6 +69,7 @@ def container_row(host: str, info: dict, now=None) -> dict:
         started = parse_time(state.get("StartedAt"))
         if started:
             uptime = human_duration((now_dt - started).total_seconds())
+    env = dict(str(item).split("=", 1) for item in (info.get("Config") or {}).get("Env") or [] if "=" in str(item))
     status = state.get("Status") or ("running" if state.get("Running") else "unknown")
     if not state.get("Running") and state.get("ExitCode") not in (None, 0):
         status = f"{status}({state.get('ExitCode')})"
@@ -81,6 +83,7 @@ def container_row(host: str, info: dict, now=None) -> dict:
         "ports": labels.get(PORTS_LABEL, ""),
         "npus": npus_of((info.get("HostConfig") or {}).get("Devices")),
         "image": str(info.get("Image", "")),
+        "ip": env.get("POD_IP", ""),  # host networking: the host's address the plan gave the container
     }
 
 
@@ -94,7 +97,47 @@ def status_rows(per_host: dict, now=None) -> list:
     return sorted(rows, key=lambda r: (ROLE_ORDER.get(r["role"], 9), natural_key(r["container"]), r["host"]))
 
 
-def status_table(rows) -> str:
+def conductor_url(rows) -> str:
+    """``http://<ip>:<port>`` of the job's KV conductor (its row: host address and its one port), or ''."""
+    for row in rows or []:
+        if row.get("role") == "kv_conductor" and row.get("ip") and str(row.get("ports") or "").strip():
+            return "http://%s:%s" % (row["ip"], str(row["ports"]).split(",")[0])
+    return ""
+
+
+REGISTRATION_COLUMNS = [("container", "PUBLISHER"), ("rank", "DP RANK"), ("instance", "INSTANCE"),
+                        ("endpoint", "KV-EVENT ENDPOINT")]
+
+
+def registration_rows(rows, services) -> list:
+    """Per registration the conductor lists (``GET /services``), the publishing pod whose address and ports have
+    its endpoint; a running publishing pod the conductor lists nothing of gets a row ``not registered``."""
+    owner = {}
+    for row in rows or []:
+        if row.get("role") in PUBLISHING_ROLES and row.get("ip"):
+            for port in str(row.get("ports") or "").split(","):
+                owner["tcp://%s:%s" % (row["ip"], port.strip())] = row["container"]
+    out = []
+    for service in (services or {}).get("services") or []:
+        if isinstance(service, dict):
+            out.append({"container": owner.get(service.get("Endpoint"), "? (no pod of the job)"),
+                        "rank": service.get("DPRank"), "instance": service.get("InstanceID"),
+                        "endpoint": service.get("Endpoint")})
+    listed = {r["container"] for r in out}
+    out += [{"container": r["container"], "rank": "-", "instance": "not registered", "endpoint": ""}
+            for r in rows or [] if r.get("role") in PUBLISHING_ROLES and r["container"] not in listed]
+    return sorted(out, key=lambda r: (natural_key(r["container"]), str(r["rank"])))
+
+
+def status_table(rows, services=None) -> str:
+    """The status table; with ``services`` (the KV conductor's ``GET /services`` answer, or a string saying why it
+    could not be read) a second table of its registrations per publishing pod."""
     if not rows:
         return "no container of this job on the hosts"
-    return render_table(rows, STATUS_COLUMNS)
+    text = render_table(rows, STATUS_COLUMNS)
+    if services is None:
+        return text
+    if not isinstance(services, dict):
+        return text + "\n\nKV conductor registrations: %s" % (services or "not read")
+    return (text + "\n\nKV conductor registrations (%d):\n" % len((services.get("services") or []))
+            + render_table(registration_rows(rows, services), REGISTRATION_COLUMNS))

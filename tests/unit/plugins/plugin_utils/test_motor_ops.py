@@ -7,7 +7,11 @@ import json
 import pytest
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_event_shape, kv_format_verdict
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import MASK, mask_document, mask_secrets, mask_text
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import status_rows, status_table
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import (
+    conductor_url,
+    status_rows,
+    status_table,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.verify import http_results, verify_report, verify_table
 
 
@@ -156,6 +160,33 @@ def test_status_rows_and_table():
     table = status_table(rows)
     assert table.splitlines()[0].split() == ["HOST", "ROLE", "CONTAINER", "STATE", "UPTIME", "RESTARTS", "PORTS", "NPUS"]
     assert status_table([]) == "no container of this job on the hosts"
+
+
+def test_status_lists_the_conductors_registrations_per_pod():
+    """status: the conductor's URL from its row, then its registrations against the pods holding their endpoints;
+    a publishing pod with none is named, an endpoint of no pod of the job too."""
+    def inspected(name, role, ports, ip):
+        return {"Name": "/" + name, "State": {"Running": True, "Status": "running"},
+                "Config": {"Env": ["POD_IP=" + ip, "ROLE=" + role],
+                           "Labels": {"io.pymotor.role": role, "io.pymotor.container": name, "io.pymotor.ports": ports}}}
+    rows = status_rows({"ctl": [inspected("j-kv-conductor", "kv_conductor", "13333", "10.0.0.9")],
+                        "h1": [inspected("j-p0-0", "prefill", "3026,5557,5558", "10.0.0.1")],
+                        "h2": [inspected("j-p1-0", "prefill", "3026,5557,5558", "10.0.0.2")]})
+    assert conductor_url(rows) == "http://10.0.0.9:13333" and conductor_url(rows[1:]) == ""
+    services = {"services": [{"Endpoint": "tcp://10.0.0.1:5558", "InstanceID": "vllm-prefill-3", "DPRank": 1},
+                             {"Endpoint": "tcp://10.0.0.1:5557", "InstanceID": "vllm-prefill-3", "DPRank": 0},
+                             {"Endpoint": "tcp://10.0.0.7:5557", "InstanceID": "vllm-prefill-1", "DPRank": 0}]}
+    lines = status_table(rows, services).splitlines()
+    start = lines.index("KV conductor registrations (3):")
+    assert lines[start + 1].split() == ["PUBLISHER", "DP", "RANK", "INSTANCE", "KV-EVENT", "ENDPOINT"]
+    assert [line.split() for line in lines[start + 3:]] == [
+        ["?", "(no", "pod", "of", "the", "job)", "0", "vllm-prefill-1", "tcp://10.0.0.7:5557"],
+        ["j-p0-0", "0", "vllm-prefill-3", "tcp://10.0.0.1:5557"],
+        ["j-p0-0", "1", "vllm-prefill-3", "tcp://10.0.0.1:5558"],
+        ["j-p1-0", "-", "not", "registered"]]
+    assert status_table(rows, "no answer (connection refused)").endswith(
+        "KV conductor registrations: no answer (connection refused)")
+    assert status_table(rows) == status_table(rows, None)
 
 
 def test_verify_multi_pod_instance_any_registration_order():
