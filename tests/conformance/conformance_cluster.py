@@ -1,5 +1,6 @@
 """Helpers the deploy suites of the conformance suite share (test_deploy.py, test_multipod.py): JSON over HTTP to the
-real control plane, and the byte-level tokenizer the real coordinator needs, copied into the simulated hosts."""
+real control plane, the byte-level tokenizer the real coordinator needs, copied into the simulated hosts, and what
+the hosts' containers say (states and log tails, for evidence and failure messages)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,27 @@ def install_tokenizer(hosts: list[dict], tmp: Path) -> None:
             for name in ("tokenizer.json", "tokenizer_config.json"):
                 subprocess.run(["docker", "cp", str(model_dir / name), f"{host['name']}:{target}/{name}"],
                                check=True, capture_output=True)
+
+
+def containers_text(hosts: list[dict]) -> str:
+    """Every container of every simulated host with its status, one line per host."""
+    import simctl  # noqa: PLC0415 (tests/sim is on sys.path once a suite imported it)
+
+    lines = []
+    for host in hosts:
+        rc, out = simctl.host_exec(host["name"], "docker ps -a --format '{{.Names}} {{.Status}}'")
+        lines.append(f"{host['name']} ({host['ip']}, rc {rc}): {out.strip()}")
+    return "\n".join(lines)
+
+
+def logs_text(hosts: list[dict], name_part: str, tail: int = 60) -> str:
+    """The last ``tail`` log lines of every container whose name contains ``name_part``, on every host."""
+    import simctl  # noqa: PLC0415
+
+    out = []
+    for host in hosts:
+        names = simctl.host_exec(host["name"], f"docker ps -a --format '{{{{.Names}}}}' | grep -- '{name_part}'")[1]
+        for name in names.split():
+            rc, log = simctl.host_exec(host["name"], f"docker logs --tail {tail} {name} 2>&1")
+            out.append(f"--- {host['name']}/{name} (rc {rc})\n{log}")
+    return "\n".join(out)

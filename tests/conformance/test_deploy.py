@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance_cluster import http, install_tokenizer
+from conformance_cluster import containers_text, http, install_tokenizer, logs_text
 
 REPO = Path(__file__).resolve().parents[2]
 for sub in ("tests/sim", "tests/integration"):
@@ -65,20 +65,10 @@ class Cluster:
         return next(h for h in self.hosts if h["hardware"] == simctl.CONTROL_HARDWARE)
 
     def containers(self) -> str:
-        lines = []
-        for host in self.hosts:
-            rc, out = simctl.host_exec(host["name"], "docker ps -a --format '{{.Names}} {{.Status}}'")
-            lines.append(f"{host['name']} (rc {rc}): {out.strip()}")
-        return "\n".join(lines)
+        return containers_text(self.hosts)
 
     def logs(self, name_part: str, tail: int = 60) -> str:
-        out = []
-        for host in self.hosts:
-            rc, names = simctl.host_exec(host["name"], f"docker ps -a --format '{{{{.Names}}}}' | grep -- '{name_part}'")
-            for name in names.split():
-                rc, log = simctl.host_exec(host["name"], f"docker logs --tail {tail} {name} 2>&1")
-                out.append(f"--- {host['name']}/{name} (rc {rc})\n{log}")
-        return "\n".join(out)
+        return logs_text(self.hosts, name_part, tail)
 
     def down(self) -> None:
         simctl.down(self.prefix)
