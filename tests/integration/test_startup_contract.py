@@ -97,9 +97,10 @@ true
 
 
 def one_per_role(plan: dict) -> list:
+    """One container per role that starts with the image's boot.sh (the KV watcher runs its own command)."""
     seen, out = set(), []
     for c in plan["containers"]:
-        if c["role"] not in seen:
+        if c["role"] not in seen and not c.get("command"):
             seen.add(c["role"])
             out.append(c)
     return out
