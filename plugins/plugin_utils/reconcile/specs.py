@@ -20,7 +20,6 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     WATCHER_ROLE,
     WATCHER_SCRIPT,
 )
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_urls
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
@@ -115,13 +114,12 @@ fi
 
 def own_files(plan: dict, watcher_script: str) -> dict:
     """Files of the collection's own in a container's config directory, ``{container: {file: text}}``: the KV
-    watcher's script and its config (the plan's ``watch`` and every KV-event endpoint a planned rank may publish on).
+    watcher's script and its config (the plan's ``watch``; no instance count in it, so scaling restarts nobody else).
     They count in the container's config hash (``hashes.fold_files``)."""
     out = {}
     for c in (plan or {}).get("containers") or []:
         if c.get("role") == WATCHER_ROLE:
-            config = dict(c.get("watch") or {}, endpoints=kv_endpoint_urls(plan))
-            out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(config)}
+            out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(c.get("watch") or {})}
     return out
 
 

@@ -10,8 +10,8 @@ control host that starts the coordinator before the conductor listens, nothing r
 affinity is silently gone.
 
 What: every ``interval`` seconds it reads the conductor's ``GET /services`` over one kept-alive connection and
-remembers, per planned KV-event endpoint, the registration the coordinator made (the conductor lists every field of
-it). When the conductor may have restarted - the connection broke (its process went away), it was unreachable, or
+remembers, per KV-event endpoint, the registration the coordinator made (the conductor lists every field of it;
+a job has its own conductor, so every registration is the job's). When the conductor may have restarted - the connection broke (its process went away), it was unreachable, or
 this watcher itself restarted - it posts the remembered registrations the conductor lacks to ``POST /register``:
 the same body the coordinator sent. Registrations that vanish while the connection stays up are the coordinator's
 own withdrawals (an instance deleted) and are forgotten, never re-registered. What it remembers survives its own
@@ -19,8 +19,8 @@ restarts (a file in the container's own filesystem, which lives as long as the c
 and needs only the Python standard library.
 
 Usage: ``python3 motor_kv_watcher.py <config.json>``; the config (written by the deploy from the plan):
-``{"conductor": "http://<ip>:<port>", "interval": 2, "endpoints": ["tcp://<ip>:<port>", ...],
-"state": "/var/tmp/motor_kv_watcher.json"}`` (``endpoints``: every KV-event endpoint a planned rank may publish on).
+``{"conductor": "http://<ip>:<port>", "interval": 2, "state": "/var/tmp/motor_kv_watcher.json"}`` (nothing that
+scaling changes: the watcher learns the ranks from the conductor).
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ class Watcher:
 
     def __init__(self, config, request=None):
         self.base = str(config["conductor"]).rstrip("/")
-        self.endpoints = set(config.get("endpoints") or [])
         self.interval = float(config.get("interval") or 2)
         self.state_path = config.get("state") or DEFAULT_STATE
         self.request = request or KeptAlive(self.base)
@@ -86,7 +85,7 @@ class Watcher:
         except (OSError, ValueError):
             return
         if isinstance(saved, dict):
-            self.known = {ep: svc for ep, svc in saved.items() if ep in self.endpoints and isinstance(svc, dict)}
+            self.known = {ep: svc for ep, svc in saved.items() if isinstance(svc, dict)}
             # restarted (a crash, or the control host's Docker engine restarted): the conductor may be new too
             self.suspect = bool(self.known)
             log("registrations remembered", count=len(self.known), state=self.state_path)
@@ -120,7 +119,7 @@ class Watcher:
         listed = {}
         for service in services:
             endpoint = service.get("Endpoint")
-            if endpoint in self.endpoints and instance_number(service) >= instance_number(listed.get(endpoint, {})):
+            if endpoint and instance_number(service) >= instance_number(listed.get(endpoint, {})):
                 listed[endpoint] = service
         lost = sorted(ep for ep in self.known if ep not in listed)
         if lost and not self.suspect:  # gone from a conductor that kept running: the coordinator withdrew them
@@ -148,7 +147,7 @@ class Watcher:
         return registered
 
     def run(self):
-        log("watching the KV conductor", url=self.base, endpoints=sorted(self.endpoints), interval=self.interval)
+        log("watching the KV conductor", url=self.base, interval=self.interval)
         while True:
             self.poll()
             time.sleep(self.interval)

@@ -136,9 +136,8 @@ def conductor():
     c.down()
 
 
-def new_watcher(url, tmp_path, endpoints=(P0, P1)):
-    return watcher_mod.Watcher({"conductor": url, "interval": 0.1, "endpoints": list(endpoints),
-                                "state": str(tmp_path / "state.json")})
+def new_watcher(url, tmp_path):
+    return watcher_mod.Watcher({"conductor": url, "interval": 0.1, "state": str(tmp_path / "state.json")})
 
 
 def test_healthy_conductor_is_only_read(conductor, tmp_path):
@@ -164,7 +163,7 @@ def test_conductor_restart_between_polls_gets_the_coordinators_bodies_again(cond
 
 def test_unreachable_conductor_then_back_empty(conductor, tmp_path):
     conductor.register(coordinator_body(3, 0, P0))
-    watcher = new_watcher(conductor.url, tmp_path, endpoints=[P0])
+    watcher = new_watcher(conductor.url, tmp_path)
     watcher.poll()
     conductor.down()
     assert watcher.poll() == [] and watcher.suspect and watcher.known
@@ -192,11 +191,10 @@ def test_withdrawn_registrations_are_forgotten_not_restored(conductor, tmp_path)
     assert [b["instance_id"] for b in conductor.posts] == ["vllm-prefill-5"]
 
 
-def test_unplanned_endpoints_are_ignored_and_the_newest_instance_wins(conductor, tmp_path):
+def test_the_newest_instance_of_an_endpoint_wins(conductor, tmp_path):
     conductor.register(coordinator_body(1, 0, P0))
     conductor.register(coordinator_body(4, 0, P0))  # instance 1 replaced (new node manager), same endpoint
-    conductor.register(coordinator_body(9, 0, "tcp://10.9.9.9:5557"))  # not this job's
-    watcher = new_watcher(conductor.url, tmp_path, endpoints=[P0])
+    watcher = new_watcher(conductor.url, tmp_path)
     watcher.poll()
     assert watcher.known[P0]["InstanceID"] == "vllm-prefill-4"
     conductor.restart()
@@ -240,7 +238,7 @@ class Flaky:
 
 def test_failed_registration_is_retried(conductor, tmp_path):
     conductor.register(coordinator_body(1, 0, P0))
-    watcher = new_watcher(conductor.url, tmp_path, endpoints=[P0])
+    watcher = new_watcher(conductor.url, tmp_path)
     watcher.request = Flaky(watcher.request)
     watcher.poll()
     conductor.restart()

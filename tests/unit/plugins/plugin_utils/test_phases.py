@@ -161,9 +161,9 @@ def test_decision_of_a_converged_job_only_renders(plan):
     assert again["states"]["h1"] == {n: "running" for n in [c["name"] for c in plan["containers"] if c["host"] == "h1"]}
 
 
-def test_the_kv_watcher_gets_its_script_and_the_planned_endpoints(plan):
-    """The watcher's config directory holds the script handed to decide and every KV-event endpoint a planned
-    prefill rank may publish on; its command runs them; a new script restarts the watcher and nobody else."""
+def test_the_kv_watcher_gets_its_script_and_config(plan):
+    """The watcher's config directory holds the script handed to decide and its config (no instance count: a
+    scale-out restarts nobody); its command runs them; a new script restarts the watcher and nobody else."""
     options = dict(OPTIONS, watcher_script="print('watching')\n")
     probes = {h: healthy(plan, h) for h in ("h1", "ctl")}
     decision = decide(plan, ["h1", "ctl"], probes, SETTINGS, {}, options)
@@ -172,9 +172,8 @@ def test_the_kv_watcher_gets_its_script_and_the_planned_endpoints(plan):
     files = next(c for c in ctl["configmap"]["containers"] if c["name"] == watcher["name"])["files"]
     assert files["motor_kv_watcher.py"] == "print('watching')\n"
     config = json.loads(files["kv_watcher.json"])
-    prefill = [c for c in plan["containers"] if c["role"] == "prefill"]
-    assert config["conductor"] == "http://%s:13333" % watcher["ip"] and config["interval"] == 2
-    assert config["endpoints"] == ["tcp://%s:%d" % (c["ip"], 5557 + r) for c in prefill for r in c["rank_pool"]]
+    assert config == {"conductor": "http://%s:13333" % watcher["ip"], "interval": 2,
+                      "state": "/var/tmp/motor_kv_watcher.json"}
     spec = next(s for s in ctl["containers"] if s["name"] == watcher["name"])
     assert spec["command"] == watcher["command"] and spec["devices"] == [] and not spec["stdin_open"]
     others = next(s for s in ctl["containers"] if s["name"] != watcher["name"])
