@@ -28,6 +28,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import sys
 import time
 import urllib.parse
@@ -202,6 +203,8 @@ def main(argv):
         return 2
     with open(argv[1], encoding="utf-8") as handle:
         config = json.load(handle)
+    # PID 1 of its container: without a handler SIGTERM is ignored and `docker stop` waits out its timeout
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     Watcher(config).run()
     return 0
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -249,3 +252,17 @@ def test_failed_registration_is_retried(conductor, tmp_path):
 def test_main_usage(capsys):
     assert watcher_mod.main(["motor_kv_watcher.py"]) == 2
     assert "usage" in capsys.readouterr().err
+
+
+def test_sigterm_ends_the_watcher_at_once(conductor, tmp_path):
+    """As PID 1 of its container the watcher must act on SIGTERM: `docker stop` then ends it with status 0 at once
+    (status.yml and stop.yml expect "exited", not a SIGKILL after the stop timeout)."""
+    config = tmp_path / "kv_watcher.json"
+    config.write_text(json.dumps({"conductor": conductor.url, "interval": 0.2, "state": str(tmp_path / "s.json")}))
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), str(config)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert "watching the KV conductor" in proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        proc.kill()
