@@ -21,6 +21,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     WATCHER_SCRIPT,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
 
@@ -119,7 +120,11 @@ def own_files(plan: dict, watcher_script: str) -> dict:
     out = {}
     for c in (plan or {}).get("containers") or []:
         if c.get("role") == WATCHER_ROLE:
-            out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(c.get("watch") or {})}
+            # it restores what the conductor lost once the coordinator is ready (then the coordinator registered
+            # its live instances itself); with TLS on the management port it does not wait (plain http only)
+            coordinator = service_targets(plan)["coordinator"]
+            config = dict(c.get("watch") or {}, coordinator=None if coordinator["tls"] else coordinator["url"])
+            out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(config)}
     return out
 
 

@@ -10,16 +10,17 @@ control host that starts the coordinator before the conductor listens, nothing r
 affinity is silently gone.
 
 What: every ``interval`` seconds it reads the conductor's ``GET /services`` over one kept-alive connection and
-remembers, per KV-event endpoint, the registration the coordinator made (the conductor lists every field of it;
-a job has its own conductor, so every registration is the job's). When the conductor may have restarted - the connection broke (its process went away), it was unreachable, or
-this watcher itself restarted - it posts the remembered registrations the conductor lacks to ``POST /register``:
-the same body the coordinator sent. Registrations that vanish while the connection stays up are the coordinator's
-own withdrawals (an instance deleted) and are forgotten, never re-registered. What it remembers survives its own
-restarts (a file in the container's own filesystem, which lives as long as the container); it listens on nothing
-and needs only the Python standard library.
+remembers, per KV-event endpoint, the registration the coordinator made (the conductor lists every field of it; a
+job has its own conductor, so every registration is the job's). When the conductor may have restarted - the
+connection broke (its process went away), it was unreachable, or this watcher itself restarted - it posts the
+remembered registrations the conductor lacks to ``POST /register``: the same body the coordinator sent.
+Registrations that vanish while the connection stays up are the coordinator's own withdrawals (an instance deleted)
+and are forgotten, never re-registered. What it remembers survives its own restarts (a file in the container's own
+filesystem, which lives as long as the container); it listens on nothing and needs only the Python standard library.
 
 Usage: ``python3 motor_kv_watcher.py <config.json>``; the config (written by the deploy from the plan):
-``{"conductor": "http://<ip>:<port>", "interval": 2, "state": "/var/tmp/motor_kv_watcher.json"}`` (nothing that
+``{"conductor": "http://<ip>:<port>", "coordinator": "http://<ip>:<port>/readiness" or null, "interval": 2,
+"state": "/var/tmp/motor_kv_watcher.json"}`` (nothing that
 scaling changes: the watcher learns the ranks from the conductor).
 """
 
@@ -32,6 +33,7 @@ import signal
 import sys
 import time
 import urllib.parse
+import urllib.request
 
 DEFAULT_STATE = "/var/tmp/motor_kv_watcher.json"
 TIMEOUT = 2.0  # seconds per request, as the coordinator's own conductor client
@@ -73,6 +75,10 @@ class Watcher:
         self.base = str(config["conductor"]).rstrip("/")
         self.interval = float(config.get("interval") or 2)
         self.state_path = config.get("state") or DEFAULT_STATE
+        # the coordinator's /readiness (plain http; empty: do not wait for it): restore only once it is ready
+        self.coordinator = config.get("coordinator") or ""
+        self.waiting = False
+        self.ready_polls = 0  # consecutive polls the coordinator said ready (it registers just after it says so)
         self.request = request or KeptAlive(self.base)
         self.known = {}  # endpoint -> the /services entry the coordinator registered for it
         self.suspect = False  # the conductor may have lost registrations (it restarted, or this watcher did)
@@ -128,6 +134,19 @@ class Watcher:
                 log("registration withdrawn, forgotten", endpoint=endpoint,
                     instance_id=self.known[endpoint].get("InstanceID"), dp_rank=self.known[endpoint].get("DPRank"))
             lost = []
+        self.ready_polls = self.ready_polls + 1 if self._coordinator_ready() else 0
+        if lost and self.coordinator and self.ready_polls < 2:
+            # the coordinator registers the instances it is handed when it starts (and new ones get new ids: after a
+            # full stop and start what is remembered is stale); once it is ready, what is still lacking is restored
+            if not self.waiting:
+                log("the conductor lacks registrations: waiting until the coordinator is ready", lost=lost)
+            self.waiting = True
+            known = dict(listed, **{endpoint: self.known[endpoint] for endpoint in lost})
+            if known != self.known:
+                self.known = known
+                self._save()
+            return []
+        self.waiting = False
         registered, failed = [], []
         for endpoint in lost:
             body = register_body(self.known[endpoint])
@@ -146,6 +165,16 @@ class Watcher:
             self.known = known
             self._save()
         return registered
+
+    def _coordinator_ready(self):
+        if not self.coordinator:
+            return True
+        try:
+            with urllib.request.urlopen(self.coordinator, timeout=TIMEOUT) as resp:  # nosec B310: the plan's URL
+                body = json.loads(resp.read() or b"{}")
+        except (OSError, ValueError):
+            return False
+        return isinstance(body, dict) and body.get("ready") is True
 
     def run(self):
         log("watching the KV conductor", url=self.base, interval=self.interval)

@@ -48,6 +48,7 @@ class Conductor:
         self.services = {}
         self.posts = []
         self.connections = []
+        self.coordinator_ready = True
         self.port = 0
         self.server = None
         self.up()
@@ -74,6 +75,8 @@ class Conductor:
                 self.wfile.write(raw)
 
             def do_GET(self):
+                if self.path == "/readiness":  # the coordinator's, served here too for the tests
+                    return self._answer(200, {"ready": conductor.coordinator_ready})
                 if self.path != "/services":
                     return self._answer(404, {})
                 listed = list(conductor.services.values())
@@ -139,8 +142,9 @@ def conductor():
     c.down()
 
 
-def new_watcher(url, tmp_path):
-    return watcher_mod.Watcher({"conductor": url, "interval": 0.1, "state": str(tmp_path / "state.json")})
+def new_watcher(url, tmp_path, coordinator=None):
+    return watcher_mod.Watcher({"conductor": url, "interval": 0.1, "state": str(tmp_path / "state.json"),
+                                "coordinator": coordinator})
 
 
 def test_healthy_conductor_is_only_read(conductor, tmp_path):
@@ -215,6 +219,36 @@ def test_restarted_watcher_restores_from_its_state_file(conductor, tmp_path):
     again = new_watcher(conductor.url, tmp_path)
     assert again.suspect
     assert again.poll() == [P0, P1] and len(conductor.services) == 2
+
+
+def test_after_a_full_stop_and_start_the_coordinators_new_instances_win(conductor, tmp_path):
+    """stop.yml then deploy.yml: watcher, conductor and engines all restart and the instances get new ids. The
+    watcher waits until the coordinator is ready (it has registered its live instances by then) and restores
+    nothing stale; the conductor restarting later still gets the new ids back."""
+    conductor.register(coordinator_body(1, 0, P0))
+    conductor.register(coordinator_body(1, 1, P1))
+    readiness = conductor.url + "/readiness"
+    new_watcher(conductor.url, tmp_path, readiness).poll()
+    conductor.restart()
+    conductor.coordinator_ready = False
+    watcher = new_watcher(conductor.url, tmp_path, readiness)
+    assert watcher.poll() == [] and watcher.poll() == [] and conductor.posts == []  # not ready: nothing restored
+    conductor.register(coordinator_body(2, 0, P0))
+    conductor.register(coordinator_body(2, 1, P1))
+    conductor.coordinator_ready = True
+    assert watcher.poll() == [] and conductor.posts == []
+    assert {ep: svc["InstanceID"] for ep, svc in watcher.known.items()} == {P0: "vllm-prefill-2", P1: "vllm-prefill-2"}
+    conductor.restart()
+    assert watcher.poll() == [P0, P1]
+    assert [b["instance_id"] for b in conductor.posts] == ["vllm-prefill-2", "vllm-prefill-2"]
+
+
+def test_a_ready_coordinator_lets_the_watcher_restore_at_once(conductor, tmp_path):
+    conductor.register(coordinator_body(1, 0, P0))
+    watcher = new_watcher(conductor.url, tmp_path, conductor.url + "/readiness")
+    watcher.poll()
+    conductor.restart()
+    assert watcher.poll() == [P0]
 
 
 class Flaky:

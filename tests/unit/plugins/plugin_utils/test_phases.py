@@ -173,7 +173,8 @@ def test_the_kv_watcher_gets_its_script_and_config(plan):
     assert files["motor_kv_watcher.py"] == "print('watching')\n"
     config = json.loads(files["kv_watcher.json"])
     assert config == {"conductor": "http://%s:13333" % watcher["ip"], "interval": 2,
-                      "state": "/var/tmp/motor_kv_watcher.json"}
+                      "state": "/var/tmp/motor_kv_watcher.json",
+                      "coordinator": "http://%s:1026/readiness" % plan["coordinator"]["ip"]}
     spec = next(s for s in ctl["containers"] if s["name"] == watcher["name"])
     assert spec["command"] == watcher["command"] and spec["devices"] == [] and not spec["stdin_open"]
     others = next(s for s in ctl["containers"] if s["name"] != watcher["name"])
