@@ -101,7 +101,7 @@ def conductor_url(rows) -> str:
     """``http://<ip>:<port>`` of the job's KV conductor (its row: host address and its one port), or ''."""
     for row in rows or []:
         if row.get("role") == "kv_conductor" and row.get("ip") and str(row.get("ports") or "").strip():
-            return "http://%s:%s" % (row["ip"], str(row["ports"]).split(",")[0])
+            return "http://%s:%s" % (row["ip"], str(row["ports"]).split(",", maxsplit=1)[0])
     return ""
 
 
