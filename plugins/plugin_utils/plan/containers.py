@@ -16,12 +16,10 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     TIER_ENGINE,
     TIER_KV_POOL,
     WATCHER_CONFIG,
-    WATCHER_INTERVAL,
     WATCHER_ROLE,
     WATCHER_SCRIPT,
-    WATCHER_STATE,
 )
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import ensure, env_str, json_copy, url_host
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import ensure, env_str, json_copy
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
 
@@ -223,7 +221,7 @@ class ContainerBuilder:
                     {"KVP_MASTER_SERVICE": pool_ip} if pool_ip else {})
             if coord_extra and self.events_role is not None:  # the coordinator registers KV-event ranks
                 control(WATCHER_ROLE, TIER_CONTROL, {}, {}, host=self.control["kv_conductor"])
-                self._watcher(self.containers[-1], conductor_ip, ports["kv_conductor"])
+                self._watcher(self.containers[-1])
         if pool_ip is not None:
             control("kv_pool", TIER_KV_POOL, {"master": ports["kv_pool"], "metrics": ports["kv_pool_metrics"]}, {
                 "KVP_MASTER_SERVICE": pool_ip,
@@ -243,13 +241,11 @@ class ContainerBuilder:
         self.containers.sort(key=lambda c: (c["tier"], natural_key(c["name"])))
 
     @staticmethod
-    def _watcher(entry, conductor_ip, conductor_port):
+    def _watcher(entry):
         """The KV registration watcher: python3 from the job's image runs the collection's script from its config
-        directory; ``watch`` is what its config file says besides the endpoints (the deploy adds those)."""
+        directory (the deploy writes the script and its config there: ``reconcile/specs.py`` ``own_files``)."""
         path = entry["configmap_path"]
         entry["command"] = ["python3", "-u", f"{path}/{WATCHER_SCRIPT}", f"{path}/{WATCHER_CONFIG}"]
-        entry["watch"] = {"conductor": f"http://{url_host(conductor_ip)}:{conductor_port}",
-                          "interval": WATCHER_INTERVAL, "state": WATCHER_STATE}
 
     def _engine_container(self, pod, shared, managers, extra, ipc_mode):
         role = pod["role"]

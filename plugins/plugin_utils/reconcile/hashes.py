@@ -121,7 +121,7 @@ def container_hashes(plan: dict, parts: dict) -> tuple[dict, dict]:
 
 def fold_files(parts: dict, files: dict) -> dict:
     """``parts`` with the files the collection writes into a container's config directory (``specs.own_files``)
-    folded into its ``spec`` part: a new watcher script or endpoint list restarts the watcher."""
+    folded into its ``spec`` part: a new watcher script or config restarts the watcher."""
     out = dict(parts)
     for name, texts in (files or {}).items():
         if name in out:

@@ -17,8 +17,10 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     PORTS_LABEL,
     ROLE_LABEL,
     WATCHER_CONFIG,
+    WATCHER_INTERVAL,
     WATCHER_ROLE,
     WATCHER_SCRIPT,
+    WATCHER_STATE,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
@@ -115,15 +117,17 @@ fi
 
 def own_files(plan: dict, watcher_script: str) -> dict:
     """Files of the collection's own in a container's config directory, ``{container: {file: text}}``: the KV
-    watcher's script and its config (the plan's ``watch``; no instance count in it, so scaling restarts nobody else).
-    They count in the container's config hash (``hashes.fold_files``)."""
+    watcher's script and its config (the job's URLs and constants; no instance count in it, so scaling restarts
+    nobody else). They count in the container's config hash (``hashes.fold_files``)."""
     out = {}
     for c in (plan or {}).get("containers") or []:
         if c.get("role") == WATCHER_ROLE:
+            targets = service_targets(plan)
             # it restores what the conductor lost once the coordinator is ready (then the coordinator registered
             # its live instances itself); with TLS on the management port it does not wait (plain http only)
-            coordinator = service_targets(plan)["coordinator"]
-            config = dict(c.get("watch") or {}, coordinator=None if coordinator["tls"] else coordinator["url"])
+            coordinator = targets["coordinator"]
+            config = {"conductor": targets["conductor"]["url"], "interval": WATCHER_INTERVAL, "state": WATCHER_STATE,
+                      "coordinator": None if coordinator["tls"] else coordinator["url"]}
             out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(config)}
     return out
 

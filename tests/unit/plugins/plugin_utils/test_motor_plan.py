@@ -17,6 +17,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize im
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hosts import misspelt_host_vars
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, Planner, build_plan, placement_of
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import readiness_checks
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import own_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs, plan_table, weight_dir
 
 
@@ -201,8 +202,9 @@ def test_seed_pd_separation_on_example_inventory():
     assert (watcher["host"], watcher["tier"], watcher["ports"], watcher["devices"]) == ("c1", 1, [], [])
     assert watcher["command"] == ["python3", "-u", watcher["configmap_path"] + "/motor_kv_watcher.py",
                                   watcher["configmap_path"] + "/kv_watcher.json"]
-    assert watcher["watch"] == {"conductor": "http://10.0.1.1:13333", "interval": 2,
-                                "state": "/var/tmp/motor_kv_watcher.json"}
+    config = json.loads(own_files(plan, "")[watcher["name"]]["kv_watcher.json"])
+    assert {k: config[k] for k in ("conductor", "interval", "state")} == {
+        "conductor": "http://10.0.1.1:13333", "interval": 2, "state": "/var/tmp/motor_kv_watcher.json"}
     # per-container user_config
     puc = p0["user_config"]["motor_engine_prefill_config"]
     assert puc["motor_nodemanger_config"] == {"api_config": {"node_manager_port": 3026}, "endpoint_config": {"base_port": 10000}}
