@@ -85,9 +85,17 @@ def test_real_control_plane_serves_through_pd(conformance_image, tmp_path):
     try:
         run("ctl", conformance_image, cfg, "controller", "motor.controller.main")
         run("coord", conformance_image, cfg, "coordinator", "motor.coordinator.main")
+        # As the collection's deploy does (decide.engine_step_waits): the engines start once the coordinator
+        # answers. Upstream's controller pushes an assembled instance to the coordinator once; with the fake engine
+        # ready in a second, a decode instance pushed while the coordinator still starts is lost for good (its
+        # /readiness says ready with the prefill alone, so the controller never sends the full set again).
+        base = coordinator_url()
+        deadline = time.monotonic() + 120
+        while get_json(f"{base}:1026/readiness", timeout=5)[0] == 0:
+            assert time.monotonic() < deadline, f"the coordinator never answered\n{logs('coord')[-3000:]}"
+            time.sleep(0.5)
         run("p0", conformance_image, cfg, "prefill", "motor.node_manager.main", job="smoke-p0")
         run("d0", conformance_image, cfg, "decode", "motor.node_manager.main", job="smoke-d0")
-        base = coordinator_url()
         ready = {}
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -112,7 +120,9 @@ def test_real_control_plane_serves_through_pd(conformance_image, tmp_path):
                 break
             fallbacks += 1
             time.sleep(2)
-        assert content.startswith("conformance decode"), f"{answer} after {fallbacks} single-node fallback(s)"
+        assert content.startswith("conformance decode"), f"{answer} after {fallbacks} single-node fallback(s)\n" \
+                                                         f"{logs('coord')[-4000:]}\n{logs('ctl')[-4000:]}\n" \
+                                                         f"{logs('d0')[-2000:]}"
         assert "metaserver hand-off answered" in logs("d0"), logs("d0")[-3000:]
         prefill_log = logs("p0")
         assert '"max_tokens": 1' in prefill_log and '"do_remote_decode": true' in prefill_log, prefill_log[-3000:]
