@@ -160,4 +160,5 @@ def test_day2_verbs(cluster, verb):
     if verb == "verify.yml":  # the report goes to the test's directory, never into the source tree
         extra = ["-e", f"motor_verify_report={cluster.tmp / 'verify.json'}"]
     result = support.playbook(verb, cluster.inventory, cluster.config, *extra, image=cluster.image, check=False)
-    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{cluster.logs('coordinator', 40)}\n" \
+                                   f"{cluster.logs('controller', 20)}"

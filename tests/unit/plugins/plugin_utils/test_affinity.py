@@ -119,6 +119,14 @@ def test_repeats_elsewhere_fail_and_say_where_they_went():
     assert "a repeat went to j-p0-0/0, not to the holder j-p0-0/1" in entry["reasons"]
 
 
+def test_failed_request_says_what_the_coordinator_answered():
+    p = probe()
+    p["prefixes"][0]["steps"][2].update(status=500, error='{"detail":"All retries failed"}')
+    entry = report(p)["prefixes"][0]
+    assert entry["verdict"] == "fail"
+    assert '1 of 4 requests failed (HTTP 500: {"detail":"All retries failed"})' in entry["reasons"]
+
+
 def test_holder_without_cache_hits_fails():
     entry = report(probe(hit=0))["prefixes"][0]
     assert entry["verdict"] == "fail" and "without a prefix-cache hit" in " ".join(entry["reasons"])
