@@ -165,9 +165,8 @@ def judge_prefix(prefix, metrics_before, names):
     requests = list(steps[1:])
     failed = [r for r in requests if r.get("status") != 200]
     if failed:
-        why = (failed[0].get("error") or "").strip()
-        entry["reasons"].append("%d of %d requests failed (HTTP %s%s)"
-                                % (len(failed), len(requests), failed[0].get("status"), ": " + why[:200] if why else ""))
+        entry["reasons"].append("%d of %d requests failed (%s)"
+                                % (len(failed), len(requests), _http_problem(failed[0], "coordinator")))
     first = query_matches(requests[0].get("query", {}).get("json")) if requests else {}
     holder, matched = _holder(first)
     entry.update(holder=holder, matched=matched, holder_container=names.get(holder))

@@ -124,7 +124,7 @@ def test_failed_request_says_what_the_coordinator_answered():
     p["prefixes"][0]["steps"][2].update(status=500, error='{"detail":"All retries failed"}')
     entry = report(p)["prefixes"][0]
     assert entry["verdict"] == "fail"
-    assert '1 of 4 requests failed (HTTP 500: {"detail":"All retries failed"})' in entry["reasons"]
+    assert '1 of 4 requests failed (coordinator: HTTP 500 {"detail":"All retries failed"})' in entry["reasons"]
 
 
 def test_holder_without_cache_hits_fails():
