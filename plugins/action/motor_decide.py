@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import get_answer
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import pymotor_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import decide
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import PrecheckError, checked_hosts
@@ -26,7 +28,6 @@ class ActionModule(EntryPoint):
         "ready_timeout": {"type": "int", "required": True},
         "port_timeout": {"type": "int", "required": True},
         "watcher_script": {"type": "str", "required": True},
-        "registrations": {"type": "raw"},
     }
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
@@ -37,7 +38,18 @@ class ActionModule(EntryPoint):
         probes = {h: own[h].get(args["discovery"]) or {} for h in hosts}
         # a host's own value (inventory host or group variable) of a setting wins for that host
         overrides = {h: {name: own[h][name] for name in args["settings"] if name in own[h]} for h in hosts}
+        options = dict(args, registrations=registrations(plan))
         try:
-            return self.facts(motor_decision=decide(plan, hosts, probes, args["settings"], overrides, args))
+            return self.facts(motor_decision=decide(plan, hosts, probes, args["settings"], overrides, options))
         except PrecheckError as err:
             raise AnsibleActionFail("motor_decide: %s" % err)
+
+
+def registrations(plan, get=get_answer):
+    """The KV conductor's ``GET /services`` answer, or None when the plan has none or it does not answer (a first
+    deploy): read here, in the worker, instead of a module run of its own."""
+    conductor = service_targets(plan)["conductor"]
+    if not conductor:
+        return None
+    status, body, dummy = get(conductor["url"] + "/services", 5, conductor["tls"])
+    return body if status == 200 and isinstance(body, dict) else None

@@ -50,7 +50,7 @@ def tls_kwargs(tls):
     return out
 
 
-def _get(url, request_timeout, tls=None):
+def get_answer(url, request_timeout, tls=None):
     """(status, parsed JSON or None, text): status -1 when nothing answered."""
     try:
         response = open_url(url, method="GET", timeout=request_timeout, use_proxy=False, follow_redirects="none",
@@ -68,7 +68,7 @@ def _get(url, request_timeout, tls=None):
     return status, body, text
 
 
-def wait_for(check, interval, request_timeout, get=_get, clock=time.monotonic, sleep=time.sleep):
+def wait_for(check, interval, request_timeout, get=get_answer, clock=time.monotonic, sleep=time.sleep):
     """Poll one check until it holds or times out: (held, polls, seconds, last answer text)."""
     started = clock()
     polls = 0

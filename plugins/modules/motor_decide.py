@@ -18,6 +18,10 @@ description:
     values of the O(settings) variables, judges the prechecks of every host (Docker, image, NPUs and their health,
     driver, links, ports, weights, models, disk), and decides what happens to every container of the job and why
     (create, recreate, start, keep, remove; drain, rolling).
+  - When the plan has a KV conductor, reads its C(GET /services) (plain http, 5 s; nothing to read on a first deploy).
+    When it lacks DP ranks of running prefill/union containers the deploy keeps running, the decision says so under
+    C(registrations) and repairs it - the KV watcher re-registers them when it keeps running, otherwise the
+    coordinator restarts (the controller hands it every instance again and it registers them).
   - "Sets the fact C(motor_decision): C(problems), C(reconcile), C(steps) (the tier steps, the same on every host),
     C(work) (per host what it removes first and its M(pymotor.ascend.motor_containers) run per tier step), C(readiness)
     and C(rolling) (the M(pymotor.ascend.motor_wait) checks), C(containers), C(states), C(conductor_url),
@@ -62,13 +66,6 @@ options:
         directory of the plan's C(kv_watcher) container; it counts in that container's config hash.
     type: str
     required: true
-  registrations:
-    description:
-      - The KV conductor's C(GET /services) answer, read just before (omit or V(null) when it could not be read).
-      - When it lacks DP ranks of prefill/union containers the deploy keeps running, the decision says so under
-        C(registrations) and repairs it - the KV watcher re-registers them when it keeps running, otherwise the
-        coordinator restarts (the controller hands it every instance again and it registers them).
-    type: raw
 """
 
 EXAMPLES = r"""
@@ -98,8 +95,7 @@ def main():
     spec = dict(plan=dict(type="dict", required=True), discovery=dict(type="str", required=True),
                 settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
                 startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True),
-                port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True),
-                registrations=dict(type="raw"))
+                port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_decide runs as an action plugin on the controller")
 

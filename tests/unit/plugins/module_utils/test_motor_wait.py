@@ -87,7 +87,7 @@ def test_no_answer_is_reported_as_such():
 
 
 def test_get_reads_http_errors_and_refusals():
-    status, body, text = mw._get("http://127.0.0.1:9/none", 1)
+    status, body, text = mw.get_answer("http://127.0.0.1:9/none", 1)
     assert status == -1 and body is None and text
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.pymotor.ascend.plugins.action.motor_decide import registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
@@ -214,6 +215,28 @@ def test_a_rerun_repairs_the_registrations_a_restarted_conductor_lost(plan):
                    dict(options, registrations=listed))
     assert whole["registrations"] is None and [r["action"] for r in whole["reconcile"]["changes"]] == ["create"]
 
+
+
+def test_the_decide_entry_point_reads_the_conductors_registrations_itself(plan):
+    """GET /services of the plan's conductor (plain http, 5 s) in the worker: the answer when it is 200 with a JSON
+    object, else None (a first deploy: nothing listens yet), and nothing is asked without a conductor."""
+    asked = []
+
+    def answer(status, body):
+        def get(url, timeout, tls):
+            asked.append((url, timeout, tls))
+            return status, body, ""
+        return get
+
+    listed = {"count": 0, "services": []}
+    assert registrations(plan, answer(200, listed)) == listed
+    conductor = plan["kv_conductor"]
+    assert asked == [("http://%s:%s/services" % (conductor["ip"], conductor["port"]), 5, None)]
+    assert registrations(plan, answer(-1, None)) is None
+    assert registrations(plan, answer(500, {"error": "down"})) is None
+    assert registrations(plan, answer(200, ["not", "an", "object"])) is None
+    del asked[:]
+    assert registrations(dict(plan, kv_conductor=None), answer(200, listed)) is None and asked == []
 
 def test_a_hosts_own_setting_shapes_its_work(plan):
     probes = {"h1": healthy(plan, "h1"), "ctl": healthy(plan, "ctl")}
