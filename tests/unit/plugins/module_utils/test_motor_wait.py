@@ -91,6 +91,53 @@ def test_get_reads_http_errors_and_refusals():
     assert status == -1 and body is None and text
 
 
+@pytest.fixture()
+def http_server():
+    """A local HTTP server: /ready answers JSON, /busy 503 with text, /moved a redirect; it records the paths."""
+    import http.server
+    import threading
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # pylint: disable=invalid-name
+            seen.append(self.path)
+            status, body, headers = {"/ready?full=1": (200, b'{"ready": true}', {}),
+                                     "/busy": (503, b"warming up", {}),
+                                     "/moved": (302, b"", {"Location": "/ready?full=1"})}.get(self.path, (404, b"", {}))
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d" % server.server_address[1], seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_get_answers_status_json_and_text_and_follows_no_redirect(http_server):
+    base, seen = http_server
+    assert mw.get_answer(base + "/ready?full=1", 2) == (200, {"ready": True}, '{"ready": true}')
+    assert mw.get_answer(base + "/busy", 2) == (503, None, "warming up")
+    assert mw.get_answer(base + "/moved", 2)[0] == 302
+    assert seen == ["/ready?full=1", "/busy", "/moved"]
+
+
+def test_an_untrusted_https_server_is_no_answer(http_server):
+    """https against a server that does not speak TLS (or is not trusted) is 'no answer', never an exception."""
+    base, dummy = http_server
+    status, body, text = mw.get_answer(base.replace("http://", "https://") + "/ready", 2, {"ca_file": ""})
+    assert status == -1 and body is None and text
+
+
 def test_run_checks_stops_at_the_first_check_that_does_not_hold():
     held = {"http://c/readiness": (True, 3, 1.234, ""), "http://k/services": (False, 9, 4.0, "HTTP 200 {}")}
     params = {"interval": 0.5, "request_timeout": 5, "checks": [
