@@ -73,7 +73,7 @@ test: venv images
 demo: venv images
 	bash scripts/demo.sh
 
-# On demand only (not part of `make test` nor CI): about 15 minutes on 2 cores. BENCH_ONLY=deploy_floor runs one.
+# On demand only (not part of `make test` nor CI): about 30 minutes on 2 cores. BENCH_ONLY=deploy_floor runs one.
 bench: venv images
 	$(BIN)/python bench/run_all $(foreach b,$(BENCH_ONLY),--only $(b))
 
