@@ -216,7 +216,6 @@ def test_a_rerun_repairs_the_registrations_a_restarted_conductor_lost(plan):
     assert whole["registrations"] is None and [r["action"] for r in whole["reconcile"]["changes"]] == ["create"]
 
 
-
 def test_the_decide_entry_point_reads_the_conductors_registrations_itself(plan):
     """GET /services of the plan's conductor (plain http, 5 s) in the worker: the answer when it is 200 with a JSON
     object, else None (a first deploy: nothing listens yet), and nothing is asked without a conductor."""
@@ -237,6 +236,7 @@ def test_the_decide_entry_point_reads_the_conductors_registrations_itself(plan):
     assert registrations(plan, answer(200, ["not", "an", "object"])) is None
     del asked[:]
     assert registrations(dict(plan, kv_conductor=None), answer(200, listed)) is None and asked == []
+
 
 def test_a_hosts_own_setting_shapes_its_work(plan):
     probes = {"h1": healthy(plan, "h1"), "ctl": healthy(plan, "ctl")}
