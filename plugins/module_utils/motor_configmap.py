@@ -122,12 +122,12 @@ def ensure_dir(path, mode, check):
 def sync_container(container, startup_dir, dir_mode, file_mode, check):
     path = container["path"]
     files = wanted_files(startup_dir, container)
+    keep = set(container.get("keep") or ())
     changed = ensure_dir(os.path.dirname(path), dir_mode, check)  # the job directory
     changed = ensure_dir(path, dir_mode, check) or changed
     digest = hashlib.sha256()
     for rel in sorted(files):
         content = files[rel]
-        digest.update(rel.encode() + b"\0" + hashlib.sha256(content).hexdigest().encode() + b"\n")
         target = os.path.join(path, rel)
         if ensure_dir(os.path.dirname(target), dir_mode, check):
             changed = True
@@ -135,6 +135,9 @@ def sync_container(container, startup_dir, dir_mode, file_mode, check):
         if os.path.isfile(target):
             with open(target, "rb") as handle:
                 current = handle.read()
+            if rel in keep:  # a running container's copy stays as it is (RENDER_OPTIONS: keep)
+                content = current
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(content).hexdigest().encode() + b"\n")
         if current != content:
             changed = True
             if not check:
@@ -224,6 +227,8 @@ RENDER_OPTIONS = dict(
         prepend=dict(type="dict", default={}),
         # the variables with a secret-looking name, merged into ``functions`` (same shape): never logged
         secret_functions=dict(type="dict", default={}, no_log=True),
+        # files left as they are when present: the user_config.json of a container that keeps running
+        keep=dict(type="list", elements="str", default=[]),
     )),
 )
 

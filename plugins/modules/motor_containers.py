@@ -117,6 +117,16 @@ options:
               - Never logged, its values are masked wherever they would appear in the result.
             type: dict
             default: {}
+          keep:
+            description:
+              - Relative paths of O(configmap.containers[].files) left as they are when the file exists (content,
+                not mode or owner).
+              - The C(user_config.json) of a container that keeps running - upstream's C(common.sh) copies a
+                changed one into the container with C(cp -f) every 10 s, and its config watchers can read the
+                truncated copy, fall back to the defaults and ignore the rest of the write.
+            type: list
+            elements: str
+            default: []
   job_id:
     description:
       - Value of the C(io.pymotor.job) label; the result lists the state of every container of the job on the host.

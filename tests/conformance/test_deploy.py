@@ -141,11 +141,26 @@ def test_rerun_changes_nothing(cluster):
 
 
 def test_scale_prefill_out_and_in(cluster):
+    """Scaling adds or removes only those instances, and leaves the user_config.json of the running control plane
+    untouched: upstream's common.sh would cp -f a rewritten one into the running coordinator every 10 s, and its
+    config watchers can read the truncated copy, load the defaults (deploy_mode pd_separate, no worker metaserver
+    port) and drop the rest of the write; requests then fail with HTTP 500."""
     _needs_first_deploy(cluster)
+    control = cluster.control()["name"]
+    files = " ".join(f"/etc/pymotor/{cluster.job}/{cluster.job}-{role}/user_config.json"
+                     for role in ("controller", "coordinator"))
+
+    def control_files() -> str:
+        rc, out = simctl.host_exec(control, f"stat -c '%n %i %Y' {files} && sha256sum {files}")
+        assert rc == 0, out
+        return out
+
+    before = control_files()
     for count in (2, 1):
         cluster.write_config(p_instances=count)
         result = cluster.deploy()
         assert result.returncode == 0, result.stdout[-3000:]
+        assert control_files() == before
     cluster.write_config()
 
 

@@ -123,13 +123,15 @@ def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
             "driver_dir": settings["driver_dir"]}
 
 
-def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict, files: dict) -> dict:
-    """The configmap argument of motor_containers: the config directories of a host's containers."""
+def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict, files: dict,
+               running: frozenset) -> dict:
+    """The configmap argument of motor_containers: the config directories of a host's containers (``running``: the
+    containers that keep running unchanged, whose user_config.json stays as it is)."""
     return {
         "startup_dir": "%s/%s" % (startup["cache"], re.sub(r"[^A-Za-z0-9]+", "-", image_id)),
         "image": image_id, "in_image": startup["in_image"], "dir_mode": "0750", "file_mode": "0640",
         "dirs": ["%s/%s/%s" % (settings["log_root"], plan["job_id"], c["name"]) for c in own],
-        "containers": configmaps(own, settings["env_functions"], files),
+        "containers": configmaps(own, settings["env_functions"], files, running),
     }
 
 
@@ -144,6 +146,7 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
     start, the first step is that removal (``tiers`` empty), on every host before any tier starts."""
     work = {}
     restarting = {r["container"] for r in result.get("actions") or [] if r.get("action") == "restart"}
+    running = frozenset(r["container"] for r in result.get("actions") or [] if r.get("action") == "keep")
     first = {h: list(names) for h, names in (result.get("first") or {}).items() if names}
     containers = plan.get("containers") or []
     for host in judged["hosts"]:
@@ -160,7 +163,8 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
             run = {"job_id": plan["job_id"],
                    "containers": [_spec(c, result, spec_settings, restarting) for c in mine if c["name"] in starting]}
             if mine and not rendered:
-                run["configmap"] = _configmap(plan, own, settings, judged["hosts"][host]["image_id"], startup, files)
+                run["configmap"] = _configmap(plan, own, settings, judged["hosts"][host]["image_id"], startup, files,
+                                              running)
                 rendered = True
             runs.append(run if run["containers"] or "configmap" in run else None)
         work[host] = {"steps": runs}

@@ -47,8 +47,8 @@ def canonical_json(value) -> str:
 
 
 # user_config sections each role reads (every container gets the whole file, like PyMotor's ConfigMap); a change
-# in a section only the others read rewrites the file in place but restarts nobody else. Top-level keys not
-# listed under any role (version, motor_deploy_config, unknown ones) count for every container.
+# in a section only the others read restarts nobody else (a running container keeps its file: specs.configmaps).
+# Top-level keys not listed under any role (version, motor_deploy_config, unknown ones) count for every container.
 ENGINE_READS = ("motor_nodemanger_config", "kv_cache_pool_config")
 
 

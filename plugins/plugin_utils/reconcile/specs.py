@@ -132,12 +132,19 @@ def own_files(plan: dict, watcher_script: str) -> dict:
     return out
 
 
-def configmaps(containers: list, env_functions: dict, extra_files: dict | None = None) -> list:
+def configmaps(containers: list, env_functions: dict, extra_files: dict | None = None,
+               running: frozenset = frozenset()) -> list:
     """The config directory (CONFIGMAP_PATH) of each plan entry, as M(pymotor.ascend.motor_containers) renders it:
     ``functions`` (script -> the set_*_env functions PyMotor's generator injects into it, each with the body the plan
     gives it: common env + the role's env.json section; the variables with a secret-looking name in
     ``secret_functions``, same shape, apart), ``prepend`` (boot.sh -> the vLLM patch block, when the plan asks for it)
-    and ``files`` (user_config.json, env.json: the container environment; ``extra_files``: ``own_files``)."""
+    and ``files`` (user_config.json, env.json: the container environment; ``extra_files``: ``own_files``).
+
+    ``running``: the names of containers that keep running unchanged; their user_config.json is ``keep``: left as it
+    is. It can differ from the plan's only in sections the container does not read and in the instance counts (the
+    config hash covers the rest), and rewriting it would make upstream's common.sh copy it into the running
+    container with ``cp -f``, whose truncation its config watchers can read: an empty file loads as the defaults
+    (deploy_mode pd_separate) and the watchers ignore the rest of the write (1 s debounce)."""
     out = []
     for c in containers or []:
         env = c.get("env") or {}
@@ -156,6 +163,7 @@ def configmaps(containers: list, env_functions: dict, extra_files: dict | None =
         out.append({"name": c["name"], "path": c["configmap_path"], "functions": functions,
                     "secret_functions": secret_functions,
                     "prepend": {"boot.sh": KV_PATCH_BLOCK} if c.get("kv_patch") else {},
+                    "keep": ["user_config.json"] if c["name"] in running else [],
                     "files": dict({"user_config.json": nice_json(c.get("user_config") or {}),
                                    "env.json": nice_json(env)}, **(extra_files or {}).get(c["name"], {}))})
     return out

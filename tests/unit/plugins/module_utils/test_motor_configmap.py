@@ -86,6 +86,27 @@ def test_sync_writes_once_injects_functions_and_removes_stale_files(tmp_path):
     assert not (target / "left-over.txt").exists() and not (target / "roles").exists()
 
 
+def test_a_kept_file_stays_as_it_is_while_the_others_follow(tmp_path):
+    # a running container's user_config.json: upstream's sync loop would cp -f a changed one into the container
+    scripts = startup(tmp_path)
+    target = tmp_path / "etc" / "job" / "job-coordinator"
+    container = {"name": "job-coordinator", "path": str(target), "keep": ["user_config.json"],
+                 "files": {"user_config.json": '{"p_instances_num": 1}\n', "env.json": "{}\n"}}
+    changed, first = cm.sync_container(container, str(scripts), 0o750, 0o640, False)
+    assert changed and (target / "user_config.json").read_text() == '{"p_instances_num": 1}\n'  # absent: written
+    before = (target / "user_config.json").stat()
+    container["files"] = {"user_config.json": '{"p_instances_num": 2}\n', "env.json": '{"A": "1"}\n'}
+    changed, digest = cm.sync_container(container, str(scripts), 0o750, 0o640, False)
+    assert changed and (target / "env.json").read_text() == '{"A": "1"}\n'
+    after = (target / "user_config.json").stat()
+    assert (target / "user_config.json").read_text() == '{"p_instances_num": 1}\n'
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not even rewritten
+    assert cm.sync_container(container, str(scripts), 0o750, 0o640, False) == (False, digest)  # idempotent
+    container["keep"] = []
+    assert cm.sync_container(container, str(scripts), 0o750, 0o640, False)[0] is True
+    assert (target / "user_config.json").read_text() == '{"p_instances_num": 2}\n'
+
+
 def test_a_function_for_a_script_the_image_lacks_is_an_error(tmp_path):
     container = {"name": "c", "path": str(tmp_path / "c"), "files": {}, "functions": {"kv_pool.sh": {"set_kv_pool_env": {}}}}
     with pytest.raises(ValueError, match="kv_pool.sh is not among the startup scripts"):

@@ -216,6 +216,22 @@ def test_a_rerun_repairs_the_registrations_a_restarted_conductor_lost(plan):
     assert whole["registrations"] is None and [r["action"] for r in whole["reconcile"]["changes"]] == ["create"]
 
 
+def test_running_containers_keep_their_user_config_file(plan):
+    """Only a container that keeps running unchanged keeps its user_config.json as it is (upstream's sync loop would
+    cp -f a rewritten one into it, and its config watchers can load the truncated file as the defaults); a container
+    that is created or restarts gets the plan's."""
+    first = decide(plan, ["h1", "ctl"], {h: healthy(plan, h) for h in ("h1", "ctl")}, SETTINGS, {}, OPTIONS)
+    engine = next(c["name"] for c in plan["containers"] if c["host"] == "h1")
+    again = decide(plan, ["h1", "ctl"], _running_as_planned(plan, first, skip=[engine]), SETTINGS, {}, OPTIONS)
+    assert [(r["container"], r["action"]) for r in again["reconcile"]["changes"]] == [(engine, "create")]
+    keep = {c["name"]: c["keep"] for host in ("h1", "ctl") for run in again["work"][host]["steps"]
+            if run and "configmap" in run for c in run["configmap"]["containers"]}
+    assert keep == {c["name"]: [] if c["name"] == engine else ["user_config.json"] for c in plan["containers"]}
+    fresh = {c["name"]: c["keep"] for host in ("h1", "ctl") for run in first["work"][host]["steps"]
+             if run and "configmap" in run for c in run["configmap"]["containers"]}
+    assert set(map(tuple, fresh.values())) == {()}
+
+
 def test_the_decide_entry_point_reads_the_conductors_registrations_itself(plan):
     """GET /services of the plan's conductor (plain http, 5 s) in the worker: the answer when it is 200 with a JSON
     object, else None (a first deploy: nothing listens yet), and nothing is asked without a conductor."""
