@@ -9,10 +9,10 @@ import json
 import os
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import model_fixture
+from conformance_cluster import http
 
 PREFIX = f"pymotor-conf-smoke-{os.getpid()}"
 
@@ -56,18 +56,6 @@ def coordinator_url() -> str:
     return f"http://{out.stdout.strip()}"
 
 
-def get_json(url: str, body: dict | None = None, timeout: float = 10) -> tuple[int, dict]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"}, method="POST" if body else "GET")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        return exc.code, {"error": exc.read().decode(errors="replace")}
-    except OSError as exc:
-        return 0, {"error": str(exc)}
-
-
 def logs(name: str) -> str:
     result = docker("logs", f"{PREFIX}-{name}", check=False)
     return result.stdout + result.stderr
@@ -91,7 +79,7 @@ def test_real_control_plane_serves_through_pd(conformance_image, tmp_path):
         # /readiness says ready with the prefill alone, so the controller never sends the full set again).
         base = coordinator_url()
         deadline = time.monotonic() + 120
-        while get_json(f"{base}:1026/readiness", timeout=5)[0] == 0:
+        while http(f"{base}:1026/readiness", timeout=5)[0] == 0:
             assert time.monotonic() < deadline, f"the coordinator never answered\n{logs('coord')[-3000:]}"
             time.sleep(0.5)
         run("p0", conformance_image, cfg, "prefill", "motor.node_manager.main", job="smoke-p0")
@@ -99,7 +87,8 @@ def test_real_control_plane_serves_through_pd(conformance_image, tmp_path):
         ready = {}
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            status, ready = get_json(f"{base}:1026/readiness")
+            status, answer = http(f"{base}:1026/readiness")
+            ready = answer if isinstance(answer, dict) else {"answer": answer}
             if status == 200 and ready.get("ready") and ready.get("message", "").lower().find("only") < 0:
                 break
             time.sleep(2)
@@ -111,7 +100,7 @@ def test_real_control_plane_serves_through_pd(conformance_image, tmp_path):
         # P/D path must be taken within 60 s, and from then on.
         deadline, fallbacks = time.monotonic() + 60, 0
         while True:
-            status, answer = get_json(f"{base}:1025/v1/chat/completions", {
+            status, answer = http(f"{base}:1025/v1/chat/completions", {
                 "model": "smoke-model", "messages": [{"role": "user", "content": "hello real coordinator"}],
                 "max_tokens": 8}, timeout=60)
             assert status == 200, f"{answer}\n{logs('coord')[-3000:]}\n{logs('d0')[-2000:]}"
