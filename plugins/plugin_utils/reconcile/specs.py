@@ -141,10 +141,8 @@ def configmaps(containers: list, env_functions: dict, extra_files: dict | None =
     and ``files`` (user_config.json, env.json: the container environment; ``extra_files``: ``own_files``).
 
     ``running``: the names of containers that keep running unchanged; their user_config.json is ``keep``: left as it
-    is. It can differ from the plan's only in sections the container does not read and in the instance counts (the
-    config hash covers the rest), and rewriting it would make upstream's common.sh copy it into the running
-    container with ``cp -f``, whose truncation its config watchers can read: an empty file loads as the defaults
-    (deploy_mode pd_separate) and the watchers ignore the rest of the write (1 s debounce)."""
+    is, since upstream's hot reload can load a rewritten one as the defaults (docs/design.md, "Sections each role
+    reads")."""
     out = []
     for c in containers or []:
         env = c.get("env") or {}
