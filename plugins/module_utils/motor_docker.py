@@ -21,28 +21,12 @@ import ssl
 import struct
 from urllib.parse import quote, urlencode, urlsplit
 
-from ansible.module_utils.basic import env_fallback
-
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 # The oldest Engine API version the modules' calls need (Docker 19.03); "auto" asks the engine for its own.
 MIN_API_VERSION = "1.40"
-
-# The connection options of every module that talks to Docker (documented by the pymotor.ascend.docker fragment).
-# Aliases and environment variables follow the names the Docker CLI and community.docker use.
-DOCKER_CONNECTION_ARGS = dict(
-    docker_host=dict(type="str", default=DEFAULT_DOCKER_HOST, aliases=["docker_url"],
-                     fallback=(env_fallback, ["DOCKER_HOST"])),
-    tls=dict(type="bool", default=False, fallback=(env_fallback, ["DOCKER_TLS"])),
-    validate_certs=dict(type="bool", default=True, aliases=["tls_verify"]),
-    ca_path=dict(type="path", aliases=["ca_cert", "tls_ca_cert", "cacert_path"]),
-    client_cert=dict(type="path", aliases=["tls_client_cert", "cert_path"]),
-    client_key=dict(type="path", aliases=["tls_client_key", "key_path"]),
-    tls_hostname=dict(type="str", fallback=(env_fallback, ["DOCKER_TLS_HOSTNAME"])),
-    api_version=dict(type="str", default="auto", aliases=["docker_api_version"],
-                     fallback=(env_fallback, ["DOCKER_API_VERSION"])),
-    timeout=dict(type="int", default=60, fallback=(env_fallback, ["DOCKER_TIMEOUT"])),
-)
-DOCKER_CONNECTION_REQUIRED_TOGETHER = [["client_cert", "client_key"]]
+# The connection options (motor_arguments.DOCKER_CONNECTION_ARGS): DockerClient's keyword arguments.
+CONNECTION_OPTIONS = ("docker_host", "tls", "validate_certs", "ca_path", "client_cert", "client_key", "tls_hostname",
+                      "api_version", "timeout")
 
 
 class DockerUnavailable(Exception):
@@ -160,9 +144,9 @@ class DockerClient(object):
 
     @classmethod
     def from_params(cls, params):
-        """A client from a module's parameters (DOCKER_CONNECTION_ARGS)."""
+        """A client from a module's parameters (its connection options)."""
         params = _cert_path_default(params)
-        return cls(**dict((key, params.get(key)) for key in DOCKER_CONNECTION_ARGS if params.get(key) is not None))
+        return cls(**dict((key, params.get(key)) for key in CONNECTION_OPTIONS if params.get(key) is not None))
 
     def clone(self):
         """A client to the same engine (the negotiated API version kept), for another thread."""

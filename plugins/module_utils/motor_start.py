@@ -10,9 +10,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import re
+import tarfile
 
-from ansible.module_utils.common.text.converters import to_native
-
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_configmap import render
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
     DockerClient,
     DockerError,
@@ -103,7 +103,7 @@ def _create_and_start(client, spec):
         created = client.post_json("/containers/create", data=create_body(spec), params={"name": spec["name"]})
     except NotFound as exc:
         raise DockerUnavailable("cannot create %s: image %s is not on this host (%s); ship it with "
-                                "playbooks/build_image.yml" % (spec["name"], spec["image"], to_native(exc)))
+                                "playbooks/build_image.yml" % (spec["name"], spec["image"], exc))
     client.post("/containers/{0}/start", created["Id"])
     return created["Id"]
 
@@ -257,13 +257,36 @@ def run(client, params, check_mode, new_client=None, want_diff=False):
     return result
 
 
-def start_on_docker(module):
-    """run() with the module's parameters on the module's Docker engine; raises DockerUnavailable with the message
-    to fail with."""
+def start_on_docker(params, check_mode=False, diff=False):
+    """run() with the params on their Docker engine; raises DockerUnavailable with the message to fail with."""
     try:
-        client = DockerClient.from_params(module.params)
-        return run(client, module.params, module.check_mode, new_client=client.clone, want_diff=module._diff)
+        client = DockerClient.from_params(params)
+        return run(client, params, check_mode, new_client=client.clone, want_diff=diff)
     except DockerError as exc:
-        raise DockerUnavailable("the Docker engine refused: %s" % to_native(exc))
+        raise DockerUnavailable("the Docker engine refused: %s" % exc)
     except ValueError as exc:
-        raise DockerUnavailable(to_native(exc))
+        raise DockerUnavailable(str(exc))
+
+
+def apply(params, check_mode=False, diff=False):
+    """pymotor.ascend.motor_containers' result for validated params (CONTAINERS_ARGUMENT_SPEC in motor_arguments):
+    render the config directories, then stop, remove and start; a failure is a result with ``failed`` and ``msg``."""
+    result = {"changed": False, "containers": [], "removed": [], "stopped": [], "states": {}}
+    if params["configmap"]:
+        try:
+            result["configmap"] = render(params["configmap"], check_mode,
+                                         new_client=lambda: DockerClient.from_params(params))
+        except (OSError, ValueError, KeyError, tarfile.TarError, DockerError, DockerUnavailable) as exc:
+            return {"failed": True, "msg": "cannot render the config directories: %s" % exc}
+        result["changed"] = result["configmap"].pop("changed")
+    if any(not all(isinstance(name, str) for name in group) for group in params["stop"]):
+        return {"failed": True, "msg": "stop: every group must be a list of container names"}
+    if params["containers"] or params["remove"] or params["stop"]:
+        for spec in params["containers"]:  # the secret variables join the others only here, never in a log
+            spec["env"] = dict(spec["env"] or {}, **(spec.pop("secret_env", None) or {}))
+        try:
+            started = start_on_docker(params, check_mode, diff)
+        except DockerUnavailable as exc:  # the API client's failures, the Engine's errors and run()'s own
+            return {"failed": True, "msg": str(exc)}
+        result.update(started, changed=result["changed"] or started["changed"])
+    return result

@@ -333,72 +333,22 @@ diff:
                         state: running}}
 """
 
-import tarfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_configmap import RENDER_OPTIONS, render
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
-    DOCKER_CONNECTION_ARGS,
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_arguments import (
+    CONTAINERS_ARGUMENT_SPEC,
     DOCKER_CONNECTION_REQUIRED_TOGETHER,
-    DockerClient,
-    DockerError,
-    DockerUnavailable,
 )
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_start import start_on_docker
-
-CONTAINER_OPTIONS = dict(
-    name=dict(type="str", required=True),
-    image=dict(type="str", required=True),
-    command=dict(type="list", elements="str", default=[]),
-    env=dict(type="dict", default={}),
-    secret_env=dict(type="dict", default={}, no_log=True),
-    devices=dict(type="list", elements="str", default=[]),
-    volumes=dict(type="list", elements="str", default=[]),
-    ipc_mode=dict(type="str"),
-    stdin_open=dict(type="bool", default=False),
-    shm_size=dict(type="str"),
-    labels=dict(type="dict", default={}),
-    restart_policy=dict(type="str", default="unless-stopped"),
-    log_driver=dict(type="str", default="json-file"),
-    log_options=dict(type="dict", default={}),
-    group=dict(type="int"),
-    restart=dict(type="bool", default=False),
-)
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_start import apply
 
 
 def main():
-    argument_spec = dict(DOCKER_CONNECTION_ARGS)
-    argument_spec.update(
-        configmap=dict(type="dict", options=RENDER_OPTIONS),
-        job_id=dict(type="str", required=True),
-        stop=dict(type="list", elements="list", default=[]),
-        stop_timeout=dict(type="int", default=10),
-        remove=dict(type="list", elements="str", default=[]),
-        containers=dict(type="list", elements="dict", default=[], options=CONTAINER_OPTIONS),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+    # The action plugin runs apply() as a standard-library script; this path serves connections without pipelining.
+    module = AnsibleModule(argument_spec=CONTAINERS_ARGUMENT_SPEC, supports_check_mode=True,
                            required_together=DOCKER_CONNECTION_REQUIRED_TOGETHER)
-    params = module.params
-    result = {"changed": False, "containers": [], "removed": [], "stopped": [], "states": {}}
-    if params["configmap"]:
-        try:
-            result["configmap"] = render(params["configmap"], module.check_mode,
-                                         new_client=lambda: DockerClient.from_params(params))
-        except (OSError, ValueError, KeyError, tarfile.TarError, DockerError, DockerUnavailable) as exc:
-            module.fail_json(msg="cannot render the config directories: %s" % to_native(exc))
-        result["changed"] = result["configmap"].pop("changed")
-    if any(not all(isinstance(name, str) for name in group) for group in params["stop"]):
-        module.fail_json(msg="stop: every group must be a list of container names")
-    if params["containers"] or params["remove"] or params["stop"]:
-        for spec in params["containers"]:  # the secret variables join the others only here, never in a log
-            spec["env"] = dict(spec["env"] or {}, **(spec.pop("secret_env", None) or {}))
-        try:
-            started = start_on_docker(module)
-        except DockerUnavailable as exc:  # the API client's failures, the Engine's errors and run()'s own
-            module.fail_json(msg=to_native(exc))
-        result.update(started, changed=result["changed"] or started["changed"])
+    result = apply(module.params, module.check_mode, module._diff)
+    if result.get("failed"):
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

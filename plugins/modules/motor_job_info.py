@@ -151,9 +151,11 @@ engine:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_arguments import (
     DOCKER_CONNECTION_ARGS,
     DOCKER_CONNECTION_REQUIRED_TOGETHER,
+)
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
     DockerClient,
     DockerError,
     DockerUnavailable,

@@ -4,12 +4,14 @@ socket and on TCP with TLS (self-signed certificates)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import tempfile
 
 import pytest
 
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_arguments import DOCKER_CONNECTION_ARGS
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_configmap
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_docker as md
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_start
@@ -263,9 +265,10 @@ def test_connection_args_follow_the_doc_fragment():
     import yaml
 
     documented = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]
-    assert set(documented) == set(md.DOCKER_CONNECTION_ARGS)
-    for name, spec in md.DOCKER_CONNECTION_ARGS.items():
+    assert set(documented) == set(DOCKER_CONNECTION_ARGS) == set(md.CONNECTION_OPTIONS)
+    assert list(inspect.signature(md.DockerClient).parameters) == list(md.CONNECTION_OPTIONS)
+    for name, spec in DOCKER_CONNECTION_ARGS.items():
         assert documented[name]["type"] == spec["type"], name
         assert documented[name].get("default") == spec.get("default"), name
         assert sorted(documented[name].get("aliases", [])) == sorted(spec.get("aliases", [])), name
-    assert md.DOCKER_CONNECTION_ARGS["validate_certs"]["default"] is True
+    assert DOCKER_CONNECTION_ARGS["validate_certs"]["default"] is True

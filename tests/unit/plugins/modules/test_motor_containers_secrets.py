@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_start
 from ansible_collections.pymotor.ascend.plugins.modules import motor_containers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, split_env
 
@@ -54,13 +55,13 @@ def test_specs_keep_the_secret_variables_apart():
 def test_secret_env_reaches_the_container_and_not_the_output(monkeypatch, capsys):
     seen = {}
 
-    def fake_start(module):
-        seen["env"] = dict(module.params["containers"][0]["env"])
+    def fake_start(params, check_mode=False, diff=False):
+        seen["env"] = dict(params["containers"][0]["env"])
         # a result that would echo the value: AnsibleModule must mask it as a no_log value
         return {"changed": True, "containers": [{"name": "c", "action": "created", "note": "env HF_TOKEN=" + TOKEN}],
                 "removed": [], "states": {"c": "running"}}
 
-    monkeypatch.setattr(motor_containers, "start_on_docker", fake_start)
+    monkeypatch.setattr(motor_start, "start_on_docker", fake_start)
     spec = {"name": "c", "image": "img", "env": {"ROLE": "prefill"}, "secret_env": {"HF_TOKEN": TOKEN}}
     result = run_main({"job_id": "job", "containers": [spec], "_ansible_verbosity": 3}, monkeypatch, capsys)
     assert seen["env"] == {"ROLE": "prefill", "HF_TOKEN": TOKEN}

@@ -1,11 +1,12 @@
-"""Unit tests of the pure parts of plugins/modules/motor_host_probe.py (npu-smi parsing, /proc/net/tcp reading, model
-and disk checks); the module itself runs on every simulated host in the integration tests and molecule."""
+"""Unit tests of the pure parts of plugins/module_utils/motor_host_probe.py (npu-smi parsing, /proc/net/tcp reading,
+model and disk checks); the module itself runs on every simulated host in the integration tests and molecule, and
+tests/unit/plugins/plugin_utils/test_host_script.py runs it both ways (script and AnsiballZ) on this machine."""
 
 from __future__ import annotations
 
 import json
 
-from ansible_collections.pymotor.ascend.plugins.modules import motor_host_probe as mp
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_host_probe as mp
 
 # npu-smi 24.1 on an Atlas 800I A2 (as the simulated hosts print it), NPU 2 marked Warning
 MAPPING = """\

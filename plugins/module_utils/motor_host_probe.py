@@ -1,0 +1,241 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""What pymotor.ascend.motor_host_probe reads on a host, with the Python standard library only: its action plugin
+runs it as a plain script (no AnsiballZ, no Ansible module_utils to import on the host; plugin_utils/host_script.py),
+the module file through AnsiballZ where a connection cannot pipeline."""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import ipaddress
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
+    DockerClient,
+    DockerError,
+    DockerUnavailable,
+)
+
+LISTEN = "0A"
+
+
+def read_docker(params, job_id, image):
+    out = {"can_talk_to_docker": False, "host_info": {}, "images": [], "containers": []}
+    try:
+        client = DockerClient.from_params(params)
+        out["host_info"] = {"ServerVersion": client.get_json("/version").get("Version", "")}
+        out["can_talk_to_docker"] = True
+        found = client.inspect_image(image) if image else None
+        out["images"] = [{"Id": found["Id"]}] if found else []
+        out["containers"] = client.job_containers(job_id)
+    except DockerUnavailable as exc:
+        out["msg"] = str(exc)
+    except (DockerError, KeyError, TypeError, AttributeError) as exc:  # an engine that answers badly is reported
+        out["can_talk_to_docker"] = False                               # like one that does not answer
+        out["msg"] = "Docker API error: %s" % str(exc)
+    return out
+
+
+def listening_ports(tables=("/proc/net/tcp", "/proc/net/tcp6")):
+    ports = set()
+    for name in tables:
+        try:
+            with open(name) as handle:
+                lines = handle.read().splitlines()[1:]
+        except (IOError, OSError):
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == LISTEN:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return sorted(ports)
+
+
+SIOCGIFADDR = 0x8915
+
+
+def default_route_interface(route_text):
+    """The interface of the IPv4 default route (destination and mask 0, lowest metric) in /proc/net/route text."""
+    best = None
+    for line in route_text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8 or fields[1] != "00000000" or fields[7] != "00000000":
+            continue
+        try:
+            flags, metric = int(fields[3], 16), int(fields[6])
+        except ValueError:
+            continue
+        if flags & 1 and (best is None or metric < best[0]):  # RTF_UP
+            best = (metric, fields[0])
+    return best[1] if best else ""
+
+
+def parse_ip_json(text):
+    """Interface name -> {ipv4, ipv6} from the output of ``ip -j addr``."""
+    out = {}
+    for link in json.loads(text or "[]"):
+        name = link.get("ifname")
+        if not name:
+            continue
+        entry = out.setdefault(name, {"ipv4": [], "ipv6": []})
+        for addr in link.get("addr_info") or []:
+            family = {"inet": "ipv4", "inet6": "ipv6"}.get(addr.get("family"))
+            if family and addr.get("local"):
+                entry[family].append(str(ipaddress.ip_address(addr["local"])))
+    return out
+
+
+def parse_if_inet6(text):
+    """Interface name -> IPv6 addresses from /proc/net/if_inet6 text."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and len(fields[0]) == 32:
+            out.setdefault(fields[5], []).append(str(ipaddress.IPv6Address(bytes.fromhex(fields[0]))))
+    return out
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return ""
+
+
+def _ioctl_ipv4(name):
+    """The primary IPv4 address of an interface (SIOCGIFADDR), or None."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        return socket.inet_ntoa(packed[20:24])
+    except (IOError, OSError):
+        return None
+    finally:
+        sock.close()
+
+
+def read_interfaces(ip_tool=None, route_path="/proc/net/route", inet6_path="/proc/net/if_inet6"):
+    """(interfaces, default_interface): every interface with its addresses, and the default route's interface."""
+    interfaces = None
+    tool = ip_tool if ip_tool is not None else shutil.which("ip", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if tool:
+        rc, out, dummy = _run([tool, "-j", "addr", "show"])
+        if rc == 0:
+            try:
+                interfaces = parse_ip_json(out)
+            except ValueError:  # an ip without JSON output (older iproute2)
+                interfaces = None
+    if interfaces is None:
+        inet6 = parse_if_inet6(_read(inet6_path))
+        interfaces = {}
+        for dummy, name in socket.if_nameindex():
+            ipv4 = _ioctl_ipv4(name)
+            interfaces[name] = {"ipv4": [ipv4] if ipv4 else [], "ipv6": inet6.get(name, [])}
+    return interfaces, default_route_interface(_read(route_path))
+
+
+def _run(argv):
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def parse_npu_smi(mapping_out, info_out):
+    """NPU (device) id -> health from `npu-smi info -m` (NPU/chip -> logic id) and `npu-smi info` (pure)."""
+    logic = {}
+    for line in mapping_out.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0].isdigit() and fields[1].isdigit() and fields[2].isdigit():
+            logic[(int(fields[0]), int(fields[1]))] = int(fields[2])
+    health = {}
+    first = re.compile(r"^\|\s*(\d+)\s+\S[^|]*\|\s*([A-Za-z]+)\s*\|")
+    second = re.compile(r"^\|\s*(\d+)(?:\s+\d+)?\s*\|\s*[0-9A-Fa-f]{4}:")
+    pending = None
+    for line in info_out.splitlines():
+        match = first.match(line)
+        if match and pending is None:
+            pending = (int(match.group(1)), match.group(2))
+            continue
+        match = second.match(line)
+        if match and pending is not None:
+            npu, state = pending
+            health[str(logic.get((npu, int(match.group(1))), npu))] = state
+        pending = None
+    return health
+
+
+def npu_health():
+    """(health per NPU id, error): nothing to read on a host without NPU devices or npu-smi."""
+    tool = shutil.which("npu-smi", path=os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/local/bin")
+    if not tool:
+        return {}, "npu-smi not found"
+    rc, mapping_out, err = _run([tool, "info", "-m"])
+    if rc != 0:
+        return {}, "npu-smi info -m failed: %s" % (mapping_out + err).strip()
+    rc, info_out, err = _run([tool, "info"])
+    if rc != 0:
+        return {}, "npu-smi info failed: %s" % (info_out + err).strip()
+    return parse_npu_smi(mapping_out, info_out), ""
+
+
+def link_states(npu_ids, hccn_tool):
+    links = {}
+    for npu in npu_ids:
+        if not os.path.exists(hccn_tool):
+            links[str(npu)] = "hccn_tool not found"
+            continue
+        rc, out, err = _run([hccn_tool, "-i", str(npu), "-link", "-g"])
+        match = re.search(r"link status:\s*(\w+)", out)
+        links[str(npu)] = match.group(1) if rc == 0 and match else (out + err).strip() or "rc %d" % rc
+    return links
+
+
+def model_states(model_dirs):
+    models = {}
+    for model in model_dirs:
+        if not os.path.isdir(model):
+            models[model] = "missing"
+        elif not os.path.isfile(os.path.join(model, "config.json")):
+            models[model] = "no config.json"
+        else:
+            models[model] = "ok"
+    return models
+
+
+def free_mb(path):
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    return shutil.disk_usage(path or "/").free // (1024 * 1024)
+
+
+def probe(params, check_mode=False, diff=False):
+    """The module's result for validated params (HOST_PROBE_ARGUMENT_SPEC in motor_arguments); read-only, so the
+    same in check mode, and nothing to diff."""
+    result = read_docker(params, params["job_id"], params["image"])
+    interfaces, default_interface = read_interfaces()
+    devices = sorted(int(p[len("/dev/davinci"):]) for p in glob.glob("/dev/davinci[0-9]*")
+                     if p[len("/dev/davinci"):].isdigit())
+    health, npu_error = npu_health() if devices else ({}, "")
+    result.update(
+        changed=False,
+        npu_devices=devices,
+        npu_health=health,
+        npu_error=npu_error,
+        listening=listening_ports(),
+        links=link_states(devices, params["hccn_tool"]) if params["links"] and devices else {},
+        paths=dict((path, os.path.exists(path)) for path in params["paths"]),
+        models=model_states(params["model_dirs"]),
+        free_mb=free_mb(params["disk_path"]),
+        interfaces=interfaces,
+        default_interface=default_interface,
+    )
+    return result
