@@ -78,7 +78,7 @@ options:
             O(checks[].tls.cert_file) / O(checks[].tls.key_file) are presented as the client certificate, as
             upstream's probe does. Omit for plain http.
         type: dict
-        suboptions:
+        suboptions: &tls_files
           ca_file:
             description: CA certificate (PEM) that signed the server certificates.
             type: str
@@ -91,6 +91,48 @@ options:
             description: Key of the client certificate (PEM, not encrypted).
             type: str
             default: ""
+  stalls:
+    description:
+      - Engine pods to watch while the checks are polled (every 5 s). A pod stalls when its node manager answers
+        O(stalls[].node_manager) with a healthy status while none of O(stalls[].engines) answers at all, for
+        O(stall_timeout) seconds in a row. That is a node manager that never got its start command (upstream's
+        controller drops a node manager it cannot reach when the instance assembles, and the pod does not register
+        again). The action then fails at once with RV(stalled), the engine instances to restart.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      instance:
+        description: The engine instance (job name) of the pod.
+        type: str
+        required: true
+      container:
+        description: The pod's container (used in messages).
+        type: str
+        required: true
+      node_manager:
+        description: The node manager's C(/node-manager/status) target.
+        type: dict
+        required: true
+        suboptions: &stall_target
+          url:
+            description: The URL (GET).
+            type: str
+            required: true
+          tls:
+            description: As O(checks[].tls).
+            type: dict
+            suboptions: *tls_files
+      engines:
+        description: The management C(/status) targets of the pod's engines.
+        type: list
+        elements: dict
+        required: true
+        suboptions: *stall_target
+  stall_timeout:
+    description: Seconds a pod of O(stalls) must stall before the action fails; C(0) turns the watch off.
+    type: int
+    default: 0
   interval:
     description: Seconds between two polls of a check.
     type: float
@@ -126,6 +168,11 @@ last_answer:
   description: The last answer of that check (HTTP status and body, shortened; on failure).
   returned: failure
   type: str
+stalled:
+  description: The engine instances (job names) whose pods stalled (on failure because of O(stalls)).
+  returned: failure
+  type: list
+  elements: str
 waiting_for:
   description: The C(waiting_for) of that check (on failure).
   returned: failure

@@ -24,6 +24,8 @@ import support  # noqa: E402
 
 SEEDS = {"pd_separation": "examples/seed_pd_separation", "pd_hybrid": "examples/seed_pd_hybrid"}
 READY_TIMEOUT = 150  # the real control plane is ready ~20 s after its containers start
+# a pod the controller dropped at start (upstream race) restarts after this, well within READY_TIMEOUT
+STALL_TIMEOUT = 45
 
 
 class Cluster:
@@ -55,8 +57,9 @@ class Cluster:
         install_tokenizer(hosts, self.tmp)  # the real coordinator's KV-cache affinity tokenizes
 
     def deploy(self) -> subprocess.CompletedProcess:
-        result = support.playbook("deploy.yml", self.inventory, self.config, "-e",
-                                  f"motor_service_ready_timeout={READY_TIMEOUT}", image=self.image, check=False,
+        result = support.playbook("deploy.yml", self.inventory, self.config,
+                                  "-e", f"motor_service_ready_timeout={READY_TIMEOUT}",
+                                  "-e", f"motor_service_stall_timeout={STALL_TIMEOUT}", image=self.image, check=False,
                                   timeout=1200)
         self.deploys.append(result)
         return result

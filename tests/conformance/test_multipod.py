@@ -41,6 +41,8 @@ PREFIX = "pymotor-conf-multipod"
 JOB = "conf-multipod"
 HARDWARE = "800I_A2"
 READY_TIMEOUT = 150  # the real control plane is ready ~20 s after its containers start
+# a pod the controller dropped at start (upstream race) restarts after this, well within READY_TIMEOUT
+STALL_TIMEOUT = 45
 HEAL_TIMEOUT = 60  # a lost DP rank must be back in the conductor within this, with no command run
 DROP_TIMEOUT = 90  # the controller marks an instance INACTIVE a heartbeat timeout (10 s) after its pods stopped
 REGISTER_TIMEOUT = 90  # a started node manager registers within seconds (boot.sh, then its API, then POST)
@@ -85,10 +87,13 @@ class Cluster:
                                 timeout=timeout)
 
     def deploy(self) -> subprocess.CompletedProcess:
-        result = self.playbook("deploy.yml", "-e", f"motor_service_ready_timeout={READY_TIMEOUT}")
+        result = self.playbook("deploy.yml", "-e", f"motor_service_ready_timeout={READY_TIMEOUT}",
+                               "-e", f"motor_service_stall_timeout={STALL_TIMEOUT}")
         self.deploys.append(result)
+        repaired = re.findall(r"restarting every pod of ([^\"\n]+)", result.stdout)
         self.note(f"deploy.yml #{len(self.deploys)}: rc {result.returncode}, changed "
-                  f"{support.recap_changed(result.stdout)}")
+                  f"{support.recap_changed(result.stdout)}"
+                  + (f", restarted instances the controller dropped at start: {repaired}" if repaired else ""))
         return result
 
     def control(self) -> dict:

@@ -1,6 +1,7 @@
 """Faults on a small simulated cluster (one A2 engine host with 1 P x 4 NPUs + 1 D x 4 NPUs, and a control host;
 prefix pymotor-fault): an interrupted deploy, an unreachable engine host, a crashing engine, a coordinator that
-never becomes ready, and (on this machine's Docker, no cluster) an image build that fails half-way.
+never becomes ready, a pod the controller drops at start (upstream race, repaired by the deploy), and (on this
+machine's Docker, no cluster) an image build that fails half-way.
 
 The tests run in file order on one cluster; each starts from the state the previous one left and says so."""
 
@@ -269,6 +270,36 @@ def test_coordinator_never_ready_fails_within_timeout_with_its_logs(cluster):
     assert "likely cause: an engine is still loading the model" in out and "fix: if the engine logs" in out
     assert out.count(f"----- {ctl}/{JOB}-coordinator") == 1  # the dump is not repeated
     assert len(section[1].split("-----", 1)[0].splitlines()) <= 60  # a short tail (yaml may wrap a cut line)
+
+
+def test_a_pod_dropped_while_its_instance_assembled_is_restarted_by_the_deploy(cluster):
+    """Upstream's registration race, made certain by a stand-in knob: the decode node manager registers 10 s before
+    its port is bound (first container life only), so the controller drops it when the instance assembles and it
+    never registers again. The readiness wait sees its node manager report normal with no engine answering, restarts
+    every pod of that instance after motor_service_stall_timeout, and the deploy ends ready; a re-run changes
+    nothing."""
+    write_config(cluster["config"], JOB, env_extra={
+        "motor_controller_env": {"MOTOR_FAULT_ROLLOUT": "1"},
+        "motor_engine_decode_env": {"MOTOR_SIM_NM_BIND_DELAY": "10"}})
+    plan = json.loads((cluster["config"] / "motor_plan.json").read_text())  # the plan of the previous run
+    decode = next(c for c in plan["containers"] if c["role"] == "decode")
+    stall = ("-e", "motor_service_stall_timeout=15")
+    result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, *stall)
+    out = result.stdout
+    assert "all deploy end." in out
+    assert f"the node managers of {decode['name']} report normal while none of their engines answers, for 15 s" in out
+    assert re.search(r"TASK \[.*Restart every pod of the stalled engine instances", out), out[-3000:]
+    assert f"restarting every pod of {decode['job_name']}" in out
+    ctl, engine = cluster["ctl"]["name"], cluster["engine"]["name"]
+    _, controller_log = simctl.host_exec(ctl, f"docker logs {JOB}-controller 2>&1")
+    assert re.search(r"Node manager \S+ is not alive for instance " + re.escape(decode["job_name"]), controller_log)
+    _, decode_log = simctl.host_exec(engine, f"docker logs {decode['name']} 2>&1")
+    assert "MOTOR_SIM_NM_BIND_DELAY=10: registering before the port is bound" in decode_log
+    assert "para check fail for reregister" in decode_log  # it did not register again by itself
+    assert_converged(cluster)
+
+    again = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, *stall)
+    assert recap_changed(again.stdout) == 0 and "Restart every pod" not in again.stdout, again.stdout[-3000:]
 
 
 def test_failed_image_build_keeps_previous_tag_and_leaves_no_container(tmp_path):

@@ -15,7 +15,9 @@ and the work each host and the controller do after it (pure, no I/O; the action 
   that removal on every host. A host renders its config directories in its first step that has containers of it,
   together with that step's starts;
 - ``readiness``: the motor_wait checks of the service; ``rolling``: per engine instance whose own config changed,
-  its starts per host and its readiness checks; ``containers``: name, host and role of every planned container
+  its starts per host and its readiness checks; ``stalls`` and ``repairs``: the engine pods the readiness wait watches
+  for upstream's registration race and, per engine instance, the runs that restart its pods (``stall_work``);
+  ``containers``: name, host and role of every planned container
   (no user_config: the rescue of a readiness wait picks the log tails from it); ``states``: the state of every
   container of the job as the discovery read it (the summary's starting point);
 - ``conductor_url``: the KV conductor's management URL (drain; the Mooncake conductor serves plain http only);
@@ -46,9 +48,7 @@ def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: d
 
 def _check(name, until, tgt, timeout, waiting_for, endpoints=None) -> dict:
     """One motor_wait check of a target (``service_targets``): its URL and TLS files."""
-    check = {"name": name, "until": until, "url": tgt["url"], "timeout": int(timeout), "waiting_for": list(waiting_for)}
-    if tgt.get("tls"):
-        check["tls"] = {k: tgt["tls"][k] for k in ("ca_file", "cert_file", "key_file")}
+    check = dict(_target(tgt), name=name, until=until, timeout=int(timeout), waiting_for=list(waiting_for))
     if endpoints is not None:
         check["endpoints"] = endpoints
     return check
@@ -201,22 +201,56 @@ def step_list(result: dict, steps: list, waits: list | None = None) -> list:
     return [dict(step, index=i) for i, step in enumerate(named)]
 
 
+def _instance_runs(plan: dict, members: list, result: dict, judged: dict, restart: bool = False) -> list:
+    """The motor_containers runs (one per host) that start the pods ``members`` of one engine instance; with
+    ``restart``, containers that already run as planned restart."""
+    starts = {}
+    for c in members:
+        settings = judged["settings"][c["host"]]
+        spec = container_spec(c, result, _spec_settings(plan, settings, judged["hosts"][c["host"]]["mounts_present"]))
+        starts.setdefault(c["host"], []).append(dict(spec, restart=True) if restart else spec)
+    return [{"host": host, "job_id": plan["job_id"], "containers": specs} for host, specs in starts.items()]
+
+
 def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
     """Per engine instance of the rolling restart: its motor_containers runs per host and its readiness checks."""
     by_name = {c["name"]: c for c in plan.get("containers") or []}
     out = []
     for instance in result.get("rolling") or []:
         members = [by_name[m["name"]] for m in instance["containers"] if m["name"] in by_name]
-        starts = {}
-        for c in members:
-            settings = judged["settings"][c["host"]]
-            spec_settings = _spec_settings(plan, settings, judged["hosts"][c["host"]]["mounts_present"])
-            starts.setdefault(c["host"], []).append(container_spec(c, result, spec_settings))
         stuck = [{"name": c["name"], "host": c["host"]} for c in members]
         stuck += [{"name": c["name"], "host": c["host"]} for c in by_name.values() if c["role"] == "coordinator"]
         out.append({"job_name": instance["job_name"], "reason": instance["reason"],
-                    "runs": [{"host": host, "job_id": plan["job_id"], "containers": specs} for host, specs in starts.items()],
+                    "runs": _instance_runs(plan, members, result, judged),
                     "checks": instance_checks(plan, instance, members, timeouts), "stuck": stuck})
+    return out
+
+
+def stall_work(plan: dict, result: dict, judged: dict) -> dict:
+    """What the readiness wait watches for the upstream registration race, and its repair: ``stalls``, per engine
+    pod its node manager and engine targets (motor_wait's ``stalls``); ``repairs``, per engine instance (job name)
+    the motor_containers runs that restart all its pods (upstream keeps the pods it did not drop in an instance
+    that never assembles, so they must register again too)."""
+    targets = service_targets(plan)
+    stalls, members = [], {}
+    for c in plan.get("containers") or []:
+        if c.get("tier") != 2 or c["name"] not in targets["node_managers"]:
+            continue
+        engines = [targets["engines"]["%s/%s" % (c["name"], ep["dp_rank"])] for ep in c.get("endpoints") or []]
+        if not engines:
+            continue
+        stalls.append({"instance": c["job_name"], "container": c["name"],
+                       "node_manager": _target(targets["node_managers"][c["name"]]), "engines": [_target(e) for e in engines]})
+        members.setdefault(c["job_name"], []).append(c)
+    return {"stalls": stalls,
+            "repairs": {job: _instance_runs(plan, pods, result, judged, restart=True) for job, pods in members.items()}}
+
+
+def _target(tgt: dict) -> dict:
+    """A target (``service_targets``) as motor_wait's ``stalls`` take it."""
+    out = {"url": tgt["url"]}
+    if tgt.get("tls"):
+        out["tls"] = {k: tgt["tls"][k] for k in ("ca_file", "cert_file", "key_file")}
     return out
 
 
@@ -252,6 +286,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "work": host_work(plan, result, judged, steps, startup, files),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
+        **stall_work(plan, result, judged),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
         "conductor_url": conductor["url"] if conductor else "",
         "registrations": registrations,

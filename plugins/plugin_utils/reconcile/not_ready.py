@@ -26,7 +26,8 @@ DIAGNOSES = {
                   "controller never started them (upstream race: the node manager registered before its port "
                   "listened and was dropped)",
                   "fix the error in the engine log below and re-run the deploy; a pod whose engine never started "
-                  "(no engine lines below) recovers with `docker restart <container>`"),
+                  "(no engine lines below) is restarted by the deploy after motor_service_stall_timeout, or "
+                  "recovers with `docker restart <container>`"),
     "endpoints": ("the KV conductor does not list every prefill/union DP rank",
                   "PyMotor's coordinator registers each rank with the conductor once, when the instance is added; "
                   "<job>-kv-watcher restores only ranks it saw registered: one the conductor never took (not "
@@ -34,6 +35,13 @@ DIAGNOSES = {
                   "read `docker logs <job>-kv-watcher` and the conductor's log ('HTTP server listening', 'Failed "
                   "to subscribe'), then `docker restart <job>-coordinator`: it registers every rank again"),
 }
+# A wait stopped by stalled engine pods (motor_wait's ``stalled``) after the deploy restarted them once already.
+STALLED = ("engine pods stalled again after their restart: their node managers report normal while no engine "
+           "answers (no start command came)",
+           "the controller dropped them again (upstream race under heavy load: the node manager registers before "
+           "its port listens), or the controller cannot reach the node managers on their pod IPs",
+           "check the controller log for 'is not alive for instance' and that the control host reaches the engine "
+           "hosts' node manager ports, then re-run the deploy")
 TLS_HINT = ("TLS: the endpoint refused the handshake or its certificate; check that the CA / cert / key files the "
             "tls_config section names exist on the Ansible controller and match the servers' certificates")
 
@@ -61,13 +69,15 @@ def not_ready_message(failed, logs, limit=LINE_LIMIT, width=LINE_WIDTH):
     ``last_answer``, ``msg``); ``logs``: ``[{"host", "name", "stdout", "stderr"}]`` (each container once)."""
     failed = failed or {}
     until = failed.get("until") or ""
-    condition, cause, fix = DIAGNOSES.get(until, ("the readiness check did not hold", "see the log lines below",
-                                                  "fix the error the log lines show and re-run the deploy"))
+    condition, cause, fix = STALLED if failed.get("stalled") else DIAGNOSES.get(
+        until, ("the readiness check did not hold", "see the log lines below",
+                "fix the error the log lines show and re-run the deploy"))
     answer = str(failed.get("last_answer") or failed.get("msg") or "")
     answer = answer if len(answer) <= width else answer[:width - 3] + "..."
     if "CERTIFICATE" in answer.upper() or "SSL" in answer.upper() or "TLS" in answer.upper():
         cause = TLS_HINT + "; or " + cause
-    lines = ['readiness: "%s" did not succeed within its timeout: %s' % (failed.get("check") or "?", condition),
+    how = "was stopped" if failed.get("stalled") else "did not succeed within its timeout"
+    lines = ['readiness: "%s" %s: %s' % (failed.get("check") or "?", how, condition),
              "url: %s; last answer: %s" % (failed.get("url") or "?", answer or "none"),
              "likely cause: %s" % cause,
              "fix: %s" % fix]

@@ -239,6 +239,19 @@ def install_fault_knobs(component: str) -> None:
         timer.start()
 
 
+def once_knob(name: str, marker: str) -> str:
+    """The value of the fault knob ``name`` in the container's first life only: the first call claims ``marker`` (in
+    the container's /tmp, which a restart keeps and a new container has not); "" when unset or already claimed."""
+    value = os.environ.get(name, "")
+    if not value:
+        return ""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return ""
+    return value
+
+
 def wait_forever() -> None:
     threading.Event().wait()
 

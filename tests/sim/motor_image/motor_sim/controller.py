@@ -3,7 +3,9 @@
 Node managers register (POST /controller/register) and heartbeat (POST /controller/heartbeat).
 Registrations are grouped by job_name, pods keyed by pod_ip (a second pod with the same pod_ip is
 ignored, like PyMotor). When single_<x>_instance_pod_num pods of a job arrived, the instance is
-assembled: every pod gets POST /node-manager/start. Once all its pods report healthy engines, the
+assembled: every pod whose node manager answers its status request stays (one that does not is dropped, as
+upstream's _filter_abnormal_endpoints does, and the instance waits for pods again), then every pod gets POST
+/node-manager/start. Once all its pods report healthy engines, the
 instance is pushed to the coordinator (POST /instances/refresh, the full instance list); a pod
 whose heartbeats stop for instance_heartbeat_timeout seconds takes its instance out again, and so
 does a pod that restarted (same pod_ip, new boot id in its heartbeat): its node manager is told it
@@ -47,6 +49,7 @@ class Job:
         self.healthy: dict[str, bool] = {}
         self.last_seen: dict[str, float] = {}
         self.boot_ids: dict[str, str] = {}
+        self.dropped: set[str] = set()  # pod_ips dropped while assembling (their node manager did not answer)
 
     def endpoints(self) -> list[dict]:
         """Endpoints with global DP ranks: node_rank * dp_local + local_rank."""
@@ -93,6 +96,7 @@ class Controller:
                 log(COMPONENT, "duplicate pod ignored", job_name=job.name, pod_ip=msg["pod_ip"])
                 return 200, {"status": "duplicate", "job_name": job.name}
             job.pods[msg["pod_ip"]] = msg
+            job.dropped.discard(msg["pod_ip"])
             job.last_seen[msg["pod_ip"]] = time.monotonic()
             job.boot_ids[msg["pod_ip"]] = msg.get("boot_id", "")
             log(COMPONENT, "pod registered", job_name=job.name, role=job.role, pods=len(job.pods),
@@ -104,8 +108,29 @@ class Controller:
             threading.Thread(target=self.assemble, args=(job,), daemon=True).start()
         return 200, {"status": "registered", "job_name": job.name}
 
+    def drop_unreachable(self, job: Job) -> bool:
+        """Upstream's _filter_abnormal_endpoints before an instance assembles: a pod whose node manager does not
+        answer GET /node-manager/status is dropped from it (the instance waits for pods again). True when all
+        answered."""
+        dead = [pod for pod in job.pods.values()
+                if http_json("GET", f"{scheme('mgmt')}://{pod['pod_ip']}:{pod['nm_port']}/node-manager/status",
+                             timeout=5)[0] == 0]  # upstream's SafeHTTPSClient: 5 s
+        if not dead:
+            return True
+        with self.lock:
+            for pod in dead:
+                log(COMPONENT, f"Node manager {pod['pod_ip']}:{pod['nm_port']} is not alive for instance "
+                               f"{job.name}(id:{job.instance_id})")
+                for table in (job.pods, job.last_seen, job.boot_ids, job.healthy):
+                    table.pop(pod["pod_ip"], None)
+                job.dropped.add(pod["pod_ip"])
+            job.instance_id = None
+        return False
+
     def assemble(self, job: Job) -> None:
         """Send StartCmd to every pod of the instance (node_rank = registration order)."""
+        if not self.drop_unreachable(job):
+            return
         pods = list(job.pods.values())
         log(COMPONENT, "instance assembled", instance_id=job.instance_id, job_name=job.name, role=job.role,
             pods=[p["pod_ip"] for p in pods])
@@ -126,6 +151,8 @@ class Controller:
     def heartbeat(self, msg: dict, _handler) -> tuple:
         with self.lock:
             job = self.jobs.get(msg.get("job_name", ""))
+            if job is not None and msg.get("pod_ip") in job.dropped:  # upstream: 503, and a reregister that fails
+                return 404, {"detail": "pod dropped while the instance assembled"}
             if job is None or msg.get("pod_ip") not in job.pods:
                 return 404, {"detail": "pod not registered"}
             if msg.get("boot_id", "") != job.boot_ids.get(msg["pod_ip"], ""):

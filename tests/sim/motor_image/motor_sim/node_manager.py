@@ -10,6 +10,11 @@ POST /node-manager/start spawns one engine_server per local DP rank with ASCEND_
   endpoint is abnormal; 5 consecutive abnormal heartbeats (reported successfully) -> suicide: engines killed;
 - the main thread then leaves its stdin loop (``input()``; at EOF a 1 s sleep per turn) and exits 255 (main()
   returns -1). With stdin open and silent (docker run -i) input() never returns: the process stays, stopped.
+- upstream registers once its API's startup event is set, which uvicorn sets before it binds the port: under load
+  the controller can assemble the instance before the port answers, drops this node manager (its status request
+  is refused) and the pod never registers again (a reregister needs the endpoints of a start command). The
+  stand-in binds first; MOTOR_SIM_NM_BIND_DELAY=<s> registers first and binds s seconds later, in the container's
+  first life only (a restart binds at once).
 engine_type sglang: one engine_server for the pod, which picks its NPUs from base-gpu-id, unless
 enable_multi_endpoints.
 An engine that dies takes the node manager (and so the container) down with exit code 1.
@@ -39,12 +44,14 @@ from motor_sim.common import (
     load_user_config,
     log,
     log_received,
+    once_knob,
     scheme,
     section,
     serve,
 )
 
 COMPONENT = "node_manager"
+BIND_DELAY_MARKER = "/tmp/motor-sim-bind-delayed"
 REGISTER_ATTEMPTS = 5  # engine_manager.py _register: max_retries
 REGISTER_FIRST_WAIT = 2  # retry_interval, doubled after each failed attempt
 STATUS_GRACE_SECONDS = 120  # heartbeat_manager.py: /status failures ignored this long after start
@@ -185,7 +192,12 @@ class NodeManager:
             statuses = self.endpoint_statuses()
             body = {"job_name": self.job_name, "pod_ip": self.pod_ip, "boot_id": self.boot_id,
                     "status": all(s == "normal" for s in statuses) and bool(self.engines)}
-            status, _ = http_json("POST", f"{self.controller}/controller/heartbeat", body)
+            status, answer = http_json("POST", f"{self.controller}/controller/heartbeat", body)
+            if status == 404 and not self.engines and "dropped" in str((answer or {}).get("detail")):
+                # upstream's reregister needs the endpoints of a start command (_gen_reregister_msg): a pod the
+                # controller dropped before it started anything logs this on every heartbeat and stays unregistered
+                log(COMPONENT, "ERROR: para check fail for reregister, please checklen[endpoints]:0")
+                continue
             if status == 404:  # the controller forgot us (restart): register again
                 log(COMPONENT, "controller does not know this pod; registering again")
                 self.register()
@@ -201,8 +213,10 @@ class NodeManager:
                 abnormal = 0
 
     def engines_normal(self) -> bool:
+        """GET /node-manager/status: upstream's check_all_endpoints_normal over the endpoints of the start command,
+        so True before any start command came (no endpoints)."""
         if not self.engines:
-            return False
+            return True
         for i in range(self.dp_local):
             status, body = http_json("GET", f"{scheme('mgmt')}://{self.pod_ip}:{self.endpoint_ports(i)[1]}/status",
                                      timeout=1)
@@ -285,12 +299,19 @@ def main() -> None:
         nm.stop_engines()
         os._exit(0)
     signal.signal(signal.SIGTERM, on_term)
-    serve(COMPONENT, nm.port, nm.routes(), tls="mgmt")
 
     def run() -> None:
         if nm.register():
             nm.heartbeat_loop()
-    threading.Thread(target=run, daemon=True).start()
+    bind_delay = once_knob("MOTOR_SIM_NM_BIND_DELAY", BIND_DELAY_MARKER)
+    if bind_delay:  # upstream's race, made certain: registered before the port is bound (see the module docstring)
+        threading.Thread(target=run, daemon=True).start()
+        log(COMPONENT, f"MOTOR_SIM_NM_BIND_DELAY={bind_delay}: registering before the port is bound")
+        time.sleep(float(bind_delay))
+        serve(COMPONENT, nm.port, nm.routes(), tls="mgmt")
+    else:
+        serve(COMPONENT, nm.port, nm.routes(), tls="mgmt")
+        threading.Thread(target=run, daemon=True).start()
     raise SystemExit(stdin_loop(nm))
 
 

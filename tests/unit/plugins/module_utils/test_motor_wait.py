@@ -173,3 +173,95 @@ def test_missing_endpoints_names_the_pod_and_its_range():
     expected = ["tcp://x:9", {"container": "p0-1", "need": 2, "of": ["tcp://a:1", "tcp://a:2", "tcp://a:3"]}]
     body = {"services": [{"Endpoint": "tcp://a:2"}]}
     assert mh.missing_endpoints(body, expected) == ["tcp://x:9", "p0-1: 1/2 of tcp://a:1..3"]
+
+
+def refused(now):
+    return -1, None, "refused"
+
+
+STALL = {"instance": "job-d0", "container": "job-d0-0", "node_manager": {"url": "http://h/nm"},
+         "engines": [{"url": "http://h/e0"}, {"url": "http://h/e1"}]}
+
+
+def answering(table, clock):
+    """A getter answering per URL from ``table[url](now)`` and counting the requests."""
+    calls = []
+
+    def get(url, request_timeout, tls=None):
+        calls.append(url)
+        return table[url](clock())
+    return get, calls
+
+
+def test_a_pod_whose_node_manager_is_normal_without_engines_stalls_the_wait():
+    """The node manager says normal while no engine answers, for stall_timeout seconds in a row: the wait fails at
+    once (long before the check's own timeout) and names the instance to restart."""
+    clock = Clock()
+    table = {"http://c/readiness": lambda now: (503, {"ready": False}, "{}"),
+             "http://h/nm": lambda now: (200, {"status": True}, "{}"), "http://h/e0": refused, "http://h/e1": refused}
+    get, calls = answering(table, clock)
+    watch = mw.StallWatch([STALL], 30, 5, get=get, clock=clock)
+    check = {"name": "coordinator", "url": "http://c/readiness", "until": "ready", "timeout": 1800,
+             "waiting_for": ["coordinator"]}
+    held, polls, seconds, answer = mw.wait_for(check, 0.5, 5, get=get, clock=clock, sleep=clock.sleep, watch=watch)
+    assert not held and 30 <= seconds <= 30 + mw.STALL_PROBE_SECONDS + 1
+    assert watch.instances() == ["job-d0"]
+    assert calls.count("http://h/nm") == int(30 // mw.STALL_PROBE_SECONDS) + 1  # probed every STALL_PROBE_SECONDS
+
+    result = mw.run_checks({"checks": [check], "interval": 0.5, "request_timeout": 5, "stalls": [STALL],
+                            "stall_timeout": 0}, wait=lambda c, i, r: (False, 1, 1800, "HTTP 503 {}"))
+    assert "stalled" not in result and result["msg"].startswith('"coordinator" did not hold within 1800 s')
+
+
+@pytest.mark.parametrize("node_manager, engine, requests", [
+    ((200, {"status": False}, "{}"), (-1, None, "refused"), 1),  # endpoints that are not normal yet: starting
+    ((200, {"status": True}, "{}"), (200, {"status": "normal"}, "{}"), 2),  # serving
+    ((-1, None, "refused"), (-1, None, "refused"), 20),  # the container is not up: nothing to judge yet
+])
+def test_a_pod_that_got_its_start_command_or_is_not_up_never_stalls(node_manager, engine, requests):
+    """A pod that got its start command is never probed again; one that is not up is, every STALL_PROBE_SECONDS."""
+    clock = Clock()
+    table = {"http://h/nm": lambda now: node_manager, "http://h/e0": lambda now: engine,
+             "http://h/e1": lambda now: engine}
+    get, calls = answering(table, clock)
+    watch = mw.StallWatch([STALL], 10, 5, get=get, clock=clock)
+    for dummy in range(100):
+        assert not watch.poll()
+        clock.sleep(1)
+    assert watch.stalled == [] and len(calls) == requests
+
+
+def test_a_stall_must_last_in_a_row():
+    """A node manager seen normal-without-engines, then not answering (its container restarts), then again: the clock
+    starts again."""
+    clock = Clock()
+    phases = {"http://h/nm": lambda now: (-1, None, "refused") if 20 <= now < 30 else (200, {"status": True}, "{}"),
+              "http://h/e0": lambda now: (-1, None, "refused"), "http://h/e1": lambda now: (-1, None, "refused")}
+    get, dummy = answering(phases, clock)
+    watch = mw.StallWatch([STALL], 25, 5, get=get, clock=clock)
+    seen = []
+    while not watch.poll():
+        clock.sleep(1)
+    seen.append(clock())
+    assert seen == [55.0]  # stalled from 30 s (after the interruption at 20-30 s), 25 s in a row
+
+
+def test_run_checks_reports_the_stalled_instances():
+    """The watch runs across the checks: the coordinator holds, the conductor waits, and the pod stalls meanwhile."""
+    clock = Clock()
+    table = {"http://c/readiness": lambda now: (200, {"ready": True}, "{}"),
+             "http://k/services": lambda now: (200, {"services": []}, "{}"),
+             "http://h/nm": lambda now: (200, {"status": True}, "{}"), "http://h/e0": refused, "http://h/e1": refused}
+    get, dummy = answering(table, clock)
+    params = {"interval": 0.5, "request_timeout": 5, "stalls": [STALL], "stall_timeout": 40, "checks": [
+        {"name": "coordinator", "url": "http://c/readiness", "until": "ready", "timeout": 60, "waiting_for": []},
+        {"name": "conductor", "url": "http://k/services", "until": "endpoints", "timeout": 600,
+         "endpoints": ["tcp://h:5557"], "waiting_for": ["kv_conductor"]}]}
+    result = mw.run_checks(params, get=get, clock=clock, sleep=clock.sleep)
+    assert result["failed"] and result["stalled"] == ["job-d0"] and result["check"] == "conductor"
+    assert result["checks"] == [{"name": "coordinator", "seconds": 0.0, "polls": 1}]
+    assert result["msg"].startswith("the node managers of job-d0-0 report normal while none of their engines answers, "
+                                    "for 40 s") and clock() < 60
+    assert mw.run_checks(dict(params, stall_timeout=0, checks=params["checks"][:1]), get=get, clock=clock,
+                         sleep=clock.sleep) == {"changed": False, "checks": [{"name": "coordinator", "seconds": 0.0,
+                                                                              "polls": 1}]}

@@ -34,3 +34,13 @@ def test_tls_errors_point_at_the_tls_files():
               "last_answer": "no answer (<urlopen error [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed>)"}
     lines = readiness_failure(failed, [], 20)
     assert lines[2].startswith("likely cause: TLS: the endpoint refused the handshake or its certificate")
+
+
+def test_pods_that_stall_again_after_their_restart_are_named_as_such():
+    failed = {"check": "the coordinator reports ready", "until": "ready", "url": "http://c:1026/readiness",
+              "last_answer": "HTTP 200 {\"ready\": false}", "stalled": ["j-d0"]}
+    lines = readiness_failure(failed, [], 20)
+    assert lines[0] == ('readiness: "the coordinator reports ready" was stopped: engine pods stalled again after their '
+                        'restart: their node managers report normal while no engine answers (no start command came)')
+    assert lines[2].startswith("likely cause: the controller dropped them again")
+    assert "is not alive for instance" in lines[3]

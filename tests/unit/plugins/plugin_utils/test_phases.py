@@ -162,6 +162,27 @@ def test_decision_of_a_converged_job_only_renders(plan):
     assert again["states"]["h1"] == {n: "running" for n in [c["name"] for c in plan["containers"] if c["host"] == "h1"]}
 
 
+def test_decision_watches_every_engine_pod_and_can_restart_each_instance(plan):
+    """stalls: every engine pod with its node manager and engine status targets, named by its instance; repairs: per
+    instance the runs that restart all its pods, with the same specs the first deploy starts them with."""
+    probes = {h: healthy(plan, h) for h in ("h1", "ctl")}
+    decision = decide(plan, ["h1", "ctl"], probes, SETTINGS, {}, OPTIONS)
+    engines = [c for c in plan["containers"] if c["tier"] == 2]
+    assert [s["container"] for s in decision["stalls"]] == [c["name"] for c in engines]
+    assert [s["instance"] for s in decision["stalls"]] == [c["job_name"] for c in engines]
+    stall = decision["stalls"][0]
+    assert stall["node_manager"]["url"].endswith("/node-manager/status")
+    assert len(stall["engines"]) == len(engines[0]["endpoints"])
+    assert all(e["url"].endswith("/status") and "tls" not in e for e in stall["engines"])  # plain http in the seed
+    assert sorted(decision["repairs"]) == sorted({c["job_name"] for c in engines})
+    started = {s["name"]: s for run in decision["work"]["h1"]["steps"] if run for s in run["containers"]}
+    for job, runs in decision["repairs"].items():
+        assert [r["host"] for r in runs] == ["h1"] and runs[0]["job_id"] == plan["job_id"]
+        names = [s["name"] for s in runs[0]["containers"]]
+        assert names == [c["name"] for c in engines if c["job_name"] == job]
+        assert all(s == dict(started[s["name"]], restart=True) for s in runs[0]["containers"])
+
+
 def test_the_kv_watcher_gets_its_script_and_config(plan):
     """The watcher's config directory holds the script handed to decide and its config (no instance count: a
     scale-out restarts nobody); its command runs them; a new script restarts the watcher and nobody else."""
