@@ -24,8 +24,8 @@ description:
     coordinator restarts (the controller hands it every instance again and it registers them).
   - "Sets the fact C(motor_decision): C(problems), C(reconcile), C(steps) (the tier steps, the same on every host),
     C(work) (per host what it removes first and its M(pymotor.ascend.motor_containers) run per tier step), C(readiness)
-    and C(rolling) (the M(pymotor.ascend.motor_wait) checks), C(stalls) (the engine pods the readiness waits watch
-    for upstream's registration race, the rolling restart's per instance) and C(repairs) (per engine instance the runs that restart its pods),
+    and C(rolling) (the M(pymotor.ascend.motor_wait) checks), C(stalls) (the engine pods the readiness wait watches
+    for upstream's registration race) and C(repairs) (per engine instance the runs that restart its pods),
     C(containers), C(states), C(conductor_url), C(registrations), C(job_id).
     The result is never shown (it carries the config files)."
 extends_documentation_fragment:

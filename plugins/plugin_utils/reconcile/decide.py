@@ -15,7 +15,7 @@ and the work each host and the controller do after it (pure, no I/O; the action 
   that removal on every host. A host renders its config directories in its first step that has containers of it,
   together with that step's starts;
 - ``readiness``: the motor_wait checks of the service; ``rolling``: per engine instance whose own config changed,
-  its starts per host, its readiness checks and its pods of ``stalls``; ``stalls`` and ``repairs``: the engine pods the readiness wait watches
+  its starts per host and its readiness checks; ``stalls`` and ``repairs``: the engine pods the readiness wait watches
   for upstream's registration race and, per engine instance, the runs that restart its pods (``stall_work``);
   ``containers``: name, host and role of every planned container
   (no user_config: the rescue of a readiness wait picks the log tails from it); ``states``: the state of every
@@ -212,9 +212,8 @@ def _instance_runs(plan: dict, members: list, result: dict, judged: dict, restar
     return [{"host": host, "job_id": plan["job_id"], "containers": specs} for host, specs in starts.items()]
 
 
-def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict, stalls: list) -> list:
-    """Per engine instance of the rolling restart: its motor_containers runs per host, its readiness checks and the
-    pods of ``stalls`` (``stall_work``) that are its own: a recreated pod can lose upstream's registration race too."""
+def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
+    """Per engine instance of the rolling restart: its motor_containers runs per host and its readiness checks."""
     by_name = {c["name"]: c for c in plan.get("containers") or []}
     out = []
     for instance in result.get("rolling") or []:
@@ -223,8 +222,7 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict, stalls:
         stuck += [{"name": c["name"], "host": c["host"]} for c in by_name.values() if c["role"] == "coordinator"]
         out.append({"job_name": instance["job_name"], "reason": instance["reason"],
                     "runs": _instance_runs(plan, members, result, judged),
-                    "checks": instance_checks(plan, instance, members, timeouts), "stuck": stuck,
-                    "stalls": [s for s in stalls if s["instance"] == instance["job_name"]]})
+                    "checks": instance_checks(plan, instance, members, timeouts), "stuck": stuck})
     return out
 
 
@@ -282,14 +280,13 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"]}
     startup = {"cache": options["startup_cache"], "in_image": options["startup_in_image"]}
     conductor = service_targets(plan)["conductor"]
-    stalls = stall_work(plan, result, judged)
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
         "work": host_work(plan, result, judged, steps, startup, files),
         "readiness": readiness_checks(plan, timeouts),
-        "rolling": rolling_work(plan, result, judged, timeouts, stalls["stalls"]),
-        **stalls,
+        "rolling": rolling_work(plan, result, judged, timeouts),
+        **stall_work(plan, result, judged),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
         "conductor_url": conductor["url"] if conductor else "",
         "registrations": registrations,

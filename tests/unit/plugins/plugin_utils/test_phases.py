@@ -216,22 +216,6 @@ def _running_as_planned(plan, first, skip=()):
     return {h: healthy(plan, h, running[h]) for h in ("h1", "ctl")}
 
 
-def test_a_rolling_restart_watches_the_pods_of_its_instance_for_the_registration_race(plan):
-    """An engine pod whose own config changed rolls; its instance's entry carries that instance's pods of the
-    decision's stalls (and no other pod), so its wait can stop early and repair.yml restart them."""
-    first = decide(plan, ["h1", "ctl"], {h: healthy(plan, h) for h in ("h1", "ctl")}, SETTINGS, {}, OPTIONS)
-    probes = _running_as_planned(plan, first)
-    engine = next(c for c in plan["containers"] if c["tier"] == 2)
-    changed = next(c for c in probes["h1"]["containers"] if c["Names"] == ["/" + engine["name"]])
-    changed["Labels"] = {}  # another config than the plan's
-    rolled = decide(plan, ["h1", "ctl"], probes, SETTINGS, {}, OPTIONS)
-    assert [r["job_name"] for r in rolled["rolling"]] == [engine["job_name"]]
-    stalls = rolled["rolling"][0]["stalls"]
-    assert stalls == [s for s in rolled["stalls"] if s["instance"] == engine["job_name"]]
-    assert [s["container"] for s in stalls] == [engine["name"]] and len(rolled["stalls"]) > len(stalls)
-    assert engine["job_name"] in rolled["repairs"]
-
-
 def test_a_rerun_repairs_the_registrations_a_restarted_conductor_lost(plan):
     """The conductor lists no rank of the running prefill pod: with the KV watcher running on, the deploy says so and
     leaves the repair to it; without a watcher that remembers (a new one), the coordinator restarts in its step."""
