@@ -10,13 +10,13 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/.build/collections
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help test demo demo-down bench venv collection-link docker images unit lint sanity integration molecule conformance clean
+.PHONY: help test demo demo-down bench venv collection-link docker images tools unit lint sanity integration molecule conformance clean
 
 help:
 	@echo "make test   install what is missing (venv, Docker engine, base images), run every test"
 	@echo "make demo   run the main job on the embedded default configuration"
 	@echo "make bench  run the benchmarks on demand (not part of make test): one table of ratios, see bench/README.md"
-	@echo "parts: venv docker images unit lint sanity integration molecule conformance clean"
+	@echo "parts: venv docker images tools unit lint sanity integration molecule conformance clean"
 
 # The venv is rebuilt only when the pins change.
 $(VENV)/.installed: requirements.txt constraints.txt
@@ -37,7 +37,11 @@ docker:
 images: docker
 	bash scripts/ensure_base_image.sh
 
-unit: venv
+# Debian packages some tests run (promtool): scripts/ensure_tools.sh
+tools:
+	bash scripts/ensure_tools.sh
+
+unit: venv tools
 	$(BIN)/pytest -q --import-mode=importlib tests/unit
 
 lint: venv
@@ -66,7 +70,7 @@ molecule: venv images
 	else echo "no molecule scenarios yet"; fi
 
 # Two lanes at once (scripts/run_tests.sh): unit, lint, sanity, conformance | integration, molecule.
-test: venv images
+test: venv images tools
 	bash scripts/run_tests.sh
 	@echo "make test: all parts passed"
 

@@ -138,6 +138,9 @@ SGLANG_BOOTSTRAP_PORT = 8998
 KV_POOL_METRICS_PORT = 9003
 # Mooncake conductor HTTP server (kv_conductor_config.http_server_port) as PyMotor defaults it.
 CONDUCTOR_PORT = 13333
+# The KV watcher's /metrics (its view of the conductor's registrations; the conductor exports none), on the
+# conductor's host address only.
+WATCHER_METRICS_PORT = 13334
 # Lowest kv_port of the Mooncake transfer engine per hardware type, derived: Ascend's AscendDirectTransport picks
 # random ports in [20000, 20000 + NPUs per host x 1000) (reference ascend.md), so kv_port (kv_port + i for each NPU of
 # the pod) starts above that range: 28000 on A2, 36000 on A3.

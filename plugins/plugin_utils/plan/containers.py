@@ -219,8 +219,9 @@ class ContainerBuilder:
         if conductor_ip is not None:
             control("kv_conductor", TIER_CONTROL, {"http": ports["kv_conductor"]},
                     {"KVP_MASTER_SERVICE": pool_ip} if pool_ip else {})
-            if coord_extra and self.events_role is not None:  # the coordinator registers KV-event ranks
-                control(WATCHER_ROLE, TIER_CONTROL, {}, {}, host=self.control["kv_conductor"])
+            if self.plans_watcher():  # the coordinator registers KV-event ranks
+                control(WATCHER_ROLE, TIER_CONTROL, {"metrics": ports["kv_watcher_metrics"]}, {},
+                        host=self.control["kv_conductor"])
                 self._watcher(self.containers[-1])
         if pool_ip is not None:
             control("kv_pool", TIER_KV_POOL, {"master": ports["kv_pool"], "metrics": ports["kv_pool_metrics"]}, {

@@ -26,6 +26,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     PORT_MIN,
     Problem,
     ROLE_LETTER,
+    WATCHER_METRICS_PORT,
+    WATCHER_ROLE,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import as_int, dig, dotted, obj, user_set
 
@@ -158,7 +160,14 @@ class PortAssignment:
             specs.append(("kv_conductor", self.control["kv_conductor"], self._control_name("kv_conductor"),
                           as_int(self.kv_conductor.get("http_server_port")) or CONDUCTOR_PORT, 1, "http", True,
                           "kv_conductor_config.http_server_port"))
+        if self.plans_watcher():
+            specs.append(("kv_watcher_metrics", self.control["kv_conductor"], self._control_name(WATCHER_ROLE),
+                          WATCHER_METRICS_PORT, 1, "metrics", True, None))
         return specs
+
+    def plans_watcher(self):
+        """The job gets a KV watcher: the coordinator registers KV-event ranks with a conductor of the job."""
+        return bool(self.affinity and "kv_conductor" in self.control and self.events_role is not None)
 
     def _pods_by_instance(self):
         by_instance = {}

@@ -128,6 +128,8 @@ def own_files(plan: dict, watcher_script: str) -> dict:
             coordinator = targets["coordinator"]
             config = {"conductor": targets["conductor"]["url"], "interval": WATCHER_INTERVAL, "state": WATCHER_STATE,
                       "coordinator": None if coordinator["tls"] else coordinator["url"]}
+            if (c.get("port_map") or {}).get("metrics"):  # its /metrics, on the conductor host's address only
+                config["metrics"] = {"host": c["ip"], "port": c["port_map"]["metrics"]}
             out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(config)}
     return out
 

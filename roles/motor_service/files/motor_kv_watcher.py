@@ -16,21 +16,29 @@ connection broke (its process went away), it was unreachable, or this watcher it
 remembered registrations the conductor lacks to ``POST /register``: the same body the coordinator sent.
 Registrations that vanish while the connection stays up are the coordinator's own withdrawals (an instance deleted)
 and are forgotten, never re-registered. What it remembers survives its own restarts (a file in the container's own
-filesystem, which lives as long as the container); it listens on nothing and needs only the Python standard library.
+filesystem, which lives as long as the container); it needs only the Python standard library.
+
+Metrics: the conductor exports none (Mooncake's conductor-ctrl/main.go: "TODO support print metrics"), so with
+``"metrics": {"host": <the conductor host's address>, "port": N}`` in its config the watcher serves ``GET /metrics``
+(Prometheus text) there and nothing else: ``motor_kv_conductor_registrations`` (the KV-event endpoints the conductor
+listed at the last read), ``motor_kv_conductor_up`` and ``motor_kv_watcher_reregistrations_total``. It binds that one
+address, never the wildcard; without the key it listens on nothing.
 
 Usage: ``python3 motor_kv_watcher.py <config.json>``; the config (written by the deploy from the plan):
 ``{"conductor": "http://<ip>:<port>", "coordinator": "http://<ip>:<port>/readiness" or null, "interval": 2,
-"state": "/var/tmp/motor_kv_watcher.json"}`` (nothing that
+"state": "/var/tmp/motor_kv_watcher.json", "metrics": {"host": ..., "port": ...} or absent}`` (nothing that
 scaling changes: the watcher learns the ranks from the conductor).
 """
 
 from __future__ import annotations
 
 import http.client
+import http.server
 import json
 import os
 import signal
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -83,6 +91,8 @@ class Watcher:
         self.known = {}  # endpoint -> the /services entry the coordinator registered for it
         self.suspect = False  # the conductor may have lost registrations (it restarted, or this watcher did)
         self.reachable = None
+        self.listed = 0  # endpoints the conductor listed at the last read
+        self.reregistered = 0
         self._load()
 
     def _load(self):
@@ -114,7 +124,7 @@ class Watcher:
         except (OSError, ValueError) as exc:
             if self.reachable is not False:
                 log("conductor unreachable", url=self.base, error=str(exc))
-            self.reachable, self.suspect = False, True
+            self.reachable, self.suspect, self.listed = False, True, 0
             return []
         if getattr(self.request, "broken", False):
             self.request.broken = False
@@ -128,6 +138,7 @@ class Watcher:
             endpoint = service.get("Endpoint")
             if endpoint and instance_number(service) >= instance_number(listed.get(endpoint, {})):
                 listed[endpoint] = service
+        self.listed = len(listed)
         lost = sorted(ep for ep in self.known if ep not in listed)
         if lost and not self.suspect:  # gone from a conductor that kept running: the coordinator withdrew them
             for endpoint in lost:
@@ -159,6 +170,8 @@ class Watcher:
             log("re-registered a DP rank the conductor had lost", request=body)
             listed[endpoint] = self.known[endpoint]
             registered.append(endpoint)
+        self.listed = len(listed)
+        self.reregistered += len(registered)
         known = dict(listed, **{endpoint: self.known[endpoint] for endpoint in failed})
         self.suspect = bool(failed)
         if known != self.known:
@@ -175,6 +188,41 @@ class Watcher:
         except (OSError, ValueError):
             return False
         return isinstance(body, dict) and body.get("ready") is True
+
+    def metrics_text(self):
+        """The Prometheus text of what the last poll saw."""
+        lines = []
+        for name, kind, doc, value in (
+                ("motor_kv_conductor_registrations", "gauge",
+                 "KV-event endpoints the KV conductor listed (GET /services) at the watcher's last read.", self.listed),
+                ("motor_kv_conductor_up", "gauge", "1 when the watcher's last read of the KV conductor succeeded.",
+                 int(bool(self.reachable))),
+                ("motor_kv_watcher_reregistrations_total", "counter",
+                 "DP ranks the watcher registered again after the conductor lost them.", self.reregistered)):
+            lines += ["# HELP %s %s" % (name, doc), "# TYPE %s %s" % (name, kind), "%s %d" % (name, value)]
+        return "\n".join(lines) + "\n"
+
+    def serve_metrics(self, host, port):
+        """``GET /metrics`` on ``host:port`` in a daemon thread (only that path; nothing is read from a request)."""
+        watcher = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                body = watcher.metrics_text().encode() if self.path.split("?")[0] == "/metrics" else b"not found\n"
+                self.send_response(200 if body != b"not found\n" else 404)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):  # scrapes every few seconds: no access log
+                pass
+
+        server = http.server.ThreadingHTTPServer((host, int(port)), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+        log("serving metrics", address="%s:%s" % (host, port))
+        return server
 
     def run(self):
         log("watching the KV conductor", url=self.base, interval=self.interval)
@@ -234,7 +282,11 @@ def main(argv):
         config = json.load(handle)
     # PID 1 of its container: without a handler SIGTERM is ignored and `docker stop` waits out its timeout
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    Watcher(config).run()
+    watcher = Watcher(config)
+    metrics = config.get("metrics") or {}
+    if metrics.get("host") and metrics.get("port"):
+        watcher.serve_metrics(metrics["host"], metrics["port"])
+    watcher.run()
     return 0
 
 

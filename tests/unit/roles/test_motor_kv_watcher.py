@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -296,6 +297,72 @@ def test_sigterm_ends_the_watcher_at_once(conductor, tmp_path):
     proc = subprocess.Popen([sys.executable, str(SCRIPT), str(config)], stdout=subprocess.PIPE, text=True)
     try:
         assert "watching the KV conductor" in proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        proc.kill()
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 (loopback)
+        return resp.status, resp.headers.get("Content-Type"), resp.read().decode()
+
+
+def metric_values(text):
+    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_metrics_follow_the_conductors_registrations(conductor, tmp_path):
+    """What Prometheus reads (the conductor exports no metrics): the endpoints listed at the last read, whether the
+    conductor answered, and the ranks re-registered; served on the configured address only, /metrics only."""
+    conductor.register(coordinator_body(1, 0, P0))
+    conductor.register(coordinator_body(1, 1, P1))
+    watcher = new_watcher(conductor.url, tmp_path)
+    port = free_port()
+    server = watcher.serve_metrics("127.0.0.1", port)
+    try:
+        url = "http://127.0.0.1:%d/metrics" % port
+        assert metric_values(scrape(url)[2])["motor_kv_conductor_up"] == 0  # not read yet
+        watcher.poll()
+        status, kind, text = scrape(url)
+        assert status == 200 and kind.startswith("text/plain")
+        assert "# TYPE motor_kv_conductor_registrations gauge" in text
+        assert metric_values(text) == {"motor_kv_conductor_registrations": 2, "motor_kv_conductor_up": 1,
+                                       "motor_kv_watcher_reregistrations_total": 0}
+        conductor.unregister(1, 1)  # the coordinator withdrew one rank
+        watcher.poll()
+        assert metric_values(scrape(url)[2])["motor_kv_conductor_registrations"] == 1
+        conductor.restart()
+        watcher.poll()  # re-registers the one it knew
+        assert metric_values(scrape(url)[2]) == {"motor_kv_conductor_registrations": 1, "motor_kv_conductor_up": 1,
+                                                 "motor_kv_watcher_reregistrations_total": 1}
+        conductor.down()
+        watcher.poll()
+        assert metric_values(scrape(url)[2])["motor_kv_conductor_up"] == 0
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            scrape("http://127.0.0.1:%d/services" % port)
+        with pytest.raises(OSError):  # bound to the one address, not the wildcard
+            scrape("http://127.0.0.2:%d/metrics" % port)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_main_serves_metrics_only_when_configured(conductor, tmp_path):
+    port = free_port()
+    config = tmp_path / "kv_watcher.json"
+    config.write_text(json.dumps({"conductor": conductor.url, "interval": 0.2, "state": str(tmp_path / "s.json"),
+                                  "metrics": {"host": "127.0.0.1", "port": port}}))
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), str(config)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert "serving metrics" in proc.stdout.readline()
+        assert "motor_kv_conductor_registrations" in scrape("http://127.0.0.1:%d/metrics" % port)[2]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=5) == 0
     finally:

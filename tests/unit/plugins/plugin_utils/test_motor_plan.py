@@ -197,9 +197,10 @@ def test_seed_pd_separation_on_example_inventory():
     assert conts["mindie-motor-controller"]["ports"] == [2026, 2027]
     assert conts["mindie-motor-kv-pool"]["ports"] == [9003, 50088]
     assert conts["mindie-motor-kv-conductor"]["ports"] == [13333]
-    # the KV watcher: next to the conductor, binds nothing, runs the collection's script from its config directory
+    # the KV watcher: next to the conductor, binds only its /metrics, runs the collection's script from its config
+    # directory
     watcher = conts["mindie-motor-kv-watcher"]
-    assert (watcher["host"], watcher["tier"], watcher["ports"], watcher["devices"]) == ("c1", 1, [], [])
+    assert (watcher["host"], watcher["tier"], watcher["ports"], watcher["devices"]) == ("c1", 1, [13334], [])
     assert watcher["command"] == ["python3", "-u", watcher["configmap_path"] + "/motor_kv_watcher.py",
                                   watcher["configmap_path"] + "/kv_watcher.json"]
     config = json.loads(own_files(plan, "")[watcher["name"]]["kv_watcher.json"])

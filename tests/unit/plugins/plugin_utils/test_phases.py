@@ -196,7 +196,8 @@ def test_the_kv_watcher_gets_its_script_and_config(plan):
     config = json.loads(files["kv_watcher.json"])
     assert config == {"conductor": "http://%s:13333" % watcher["ip"], "interval": 2,
                       "state": "/var/tmp/motor_kv_watcher.json",
-                      "coordinator": "http://%s:1026/readiness" % plan["coordinator"]["ip"]}
+                      "coordinator": "http://%s:1026/readiness" % plan["coordinator"]["ip"],
+                      "metrics": {"host": watcher["ip"], "port": 13334}}  # its /metrics on the host's address only
     spec = next(s for s in ctl["containers"] if s["name"] == watcher["name"])
     assert spec["command"] == watcher["command"] and spec["devices"] == [] and not spec["stdin_open"]
     others = next(s for s in ctl["containers"] if s["name"] != watcher["name"])
