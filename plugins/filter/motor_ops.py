@@ -15,6 +15,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_event
     kv_endpoint_urls,
     kv_format_verdict,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.monitoring import monitoring_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document, mask_secrets, mask_text
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import probe_args, service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.status import conductor_url, status_rows, status_table
@@ -48,6 +49,7 @@ def motor_ops_kv_endpoints(plan, containers=None):
 
 motor_ops_targets = service_targets  # Every URL of the job with its TLS settings.
 motor_ops_probe_args = probe_args  # The arguments of the affinity probe.
+motor_ops_monitoring = monitoring_files  # The Prometheus targets, rules, config and Grafana dashboard of a job.
 
 
 class FilterModule:
@@ -69,4 +71,5 @@ class FilterModule:
             "motor_ops_kv_endpoints": motor_ops_kv_endpoints,
             "motor_ops_targets": motor_ops_targets,
             "motor_ops_probe_args": motor_ops_probe_args,
+            "motor_ops_monitoring": motor_ops_monitoring,
         }
