@@ -209,7 +209,9 @@ class Controller:
                 ("GET", "/startup"): ok, ("GET", "/readiness"): ok, ("GET", "/liveness"): ok}
 
     def obs_routes(self) -> dict:
-        return {("GET", "/metrics"): lambda *_: (200, f"motor_controller_instances {len(self.active_instances())}\n")}
+        text = lambda *_: (200, f"motor_controller_instances {len(self.active_instances())}\n")  # noqa: E731
+        # upstream serves only /observability/metrics there (controller_api.py:478, the coordinator's proxy)
+        return {("GET", "/metrics"): text, ("GET", "/observability/metrics"): text}
 
 
 def main() -> None:
