@@ -204,6 +204,7 @@ REAL_OUTPUT = {
     "motor_ops_kv_endpoints": lambda: FILTERS["motor_ops_kv_endpoints"](plan_of()),
     "motor_ops_targets": lambda: FILTERS["motor_ops_targets"](plan_of()),
     "motor_ops_probe_args": lambda: FILTERS["motor_ops_probe_args"](plan_of(), {}),
+    "motor_ops_monitoring": lambda: FILTERS["motor_ops_monitoring"](plan_of(), "/srv/pymotor-monitoring"),
     "motor_reconcile_not_ready": lambda: FILTERS["motor_reconcile_not_ready"](
         {"msg": "x", "attempts": 3}, [{"item": {"name": "mindie-motor-p0-0", "host": "npu-a2-01"},
                                        "stdout": "ERROR engine died"}], 5),
