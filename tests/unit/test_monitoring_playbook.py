@@ -65,3 +65,6 @@ def test_monitoring_writes_the_files_idempotently_and_refreshes_only_existing(tm
     assert config["rule_files"] == [f"{directory}/rules/{job}.rules.yml"]
     assert run(tmp_path, directory) == 0  # idempotent
     assert run(tmp_path, directory, "-e", "motor_operations_monitoring_refresh=true") == 0  # same plan: unchanged
+    assert run(tmp_path, "relative") > 0  # taken from the current directory, named absolute in the config
+    config = json.loads((tmp_path / "relative" / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
+    assert config["rule_files"] == [f"{tmp_path}/relative/rules/{job}.rules.yml"]

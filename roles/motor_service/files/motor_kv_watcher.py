@@ -285,7 +285,11 @@ def main(argv):
     watcher = Watcher(config)
     metrics = config.get("metrics") or {}
     if metrics.get("host") and metrics.get("port"):
-        watcher.serve_metrics(metrics["host"], metrics["port"])
+        try:
+            watcher.serve_metrics(metrics["host"], metrics["port"])
+        except OSError as exc:  # the metrics never cost the repair: it watches on without them
+            log("cannot serve metrics, watching without them", address="%s:%s" % (metrics["host"], metrics["port"]),
+                error=str(exc))
     watcher.run()
     return 0
 

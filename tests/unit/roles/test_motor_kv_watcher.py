@@ -367,3 +367,19 @@ def test_main_serves_metrics_only_when_configured(conductor, tmp_path):
         assert proc.wait(timeout=5) == 0
     finally:
         proc.kill()
+
+
+def test_metrics_that_cannot_bind_do_not_stop_the_watcher(conductor, tmp_path):
+    """An address not on this host (or a port taken): logged, and the watcher repairs registrations on."""
+    config = tmp_path / "kv_watcher.json"
+    config.write_text(json.dumps({"conductor": conductor.url, "interval": 0.2, "state": str(tmp_path / "s.json"),
+                                  "metrics": {"host": "192.0.2.1", "port": free_port()}}))
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), str(config)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert "cannot serve metrics" in proc.stdout.readline()
+        assert "watching the KV conductor" in proc.stdout.readline()
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        proc.kill()
