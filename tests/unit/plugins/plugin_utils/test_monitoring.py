@@ -94,8 +94,8 @@ def test_https_when_mgmt_tls_is_on():
     engine = [g for g in metrics_targets(plan) if g["labels"]["role"] == "prefill"][0]
     assert engine["labels"]["__scheme__"] == "https"
     files = {Path(f["path"]).parent.name: json.loads(f["text"]) for f in monitoring_files(plan, "/srv/mon")}
-    assert files["prometheus"]["scrape_configs"][0]["tls_config"] == {"ca_file": "/ca.pem", "cert_file": "/c.pem",
-                                                                       "key_file": "/k.pem"}
+    tls = files["prometheus"]["scrape_configs"][0]["tls_config"]
+    assert tls == {"ca_file": "/ca.pem", "cert_file": "/c.pem", "key_file": "/k.pem"}
 
 
 def test_rules_follow_the_plan():
