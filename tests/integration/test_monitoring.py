@@ -106,6 +106,17 @@ def wait_all_up(cluster, count, timeout=120):
         time.sleep(2)
 
 
+def wait_values(cluster, expr, values, timeout=60):
+    """Until the query's values are ``values`` (sorted)."""
+    deadline = time.time() + timeout
+    while True:
+        got = sorted(float(r["value"][1]) for r in query(cluster, expr))
+        if got == values:
+            return
+        assert time.time() < deadline, f"{expr}: {got}, expected {values}"
+        time.sleep(2)
+
+
 def chat(plan, prompt):
     body = {"model": "qwen3-8B", "messages": [{"role": "user", "content": prompt}], "max_tokens": 4}  # the example's
     return requests.post(f"{plan['coordinator']['url']}/v1/chat/completions", json=body, timeout=30)
@@ -120,8 +131,14 @@ def test_targets_up_hit_ratio_and_scale_out(cluster):
                                                       "kv_conductor"}
     # the KV watcher's view of the conductor: every prefill DP rank registered
     plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
+    watcher = next(c for c in plan["containers"] if c["role"] == "kv_watcher")
+    rc, out = simctl.host_exec(watcher["host"], "ss -Hltn")
+    assert rc == 0, out
+    bound = {line.split()[3].rpartition(":")[0].strip("[]") for line in out.splitlines()
+             if line.split()[3].rpartition(":")[2] == str(watcher["port_map"]["metrics"])}
+    assert bound == {watcher["ip"]}  # its /metrics on the host's address only, never the wildcard
     ranks = sum(i["dp"] for i in plan["instances"] if i["role"] == "prefill")
-    assert [float(r["value"][1]) for r in query(cluster, 'motor_kv_conductor_registrations{job="%s"}' % JOB)] == [ranks]
+    wait_values(cluster, 'motor_kv_conductor_registrations{job="%s"}' % JOB, [ranks])
     # a few requests sharing a long prefix: the hit-ratio recording rule has a series
     prefix = "monitoring prefix " * 200
     for i in range(4):
@@ -141,13 +158,9 @@ def test_targets_up_hit_ratio_and_scale_out(cluster):
     assert len(grown) > len(planned)
     targets = wait_all_up(cluster, len(grown))
     assert f"{JOB}-p1" in {t["labels"]["instance"] for t in targets}
-    deadline = time.time() + 60
-    while [float(r["value"][1]) for r in query(cluster, 'motor_kv_conductor_registrations{job="%s"}' % JOB)] != [2 * ranks]:
-        assert time.time() < deadline, "registrations of the new instance not seen"
-        time.sleep(2)
+    wait_values(cluster, 'motor_kv_conductor_registrations{job="%s"}' % JOB, [2 * ranks])
     rules = json.loads((mon / "rules" / f"{JOB}.rules.yml").read_text())
     assert "< %d" % (2 * ranks) in json.dumps(rules)
-    cluster["targets_after_scale_out"] = len(grown)
     shot = os.environ.get("MOTOR_MONITORING_SCREENSHOT")
     if shot:  # the README picture: Prometheus' graph page of the hit ratio, in headless Chromium
         chromium = shutil.which("chromium")
