@@ -66,7 +66,7 @@ _value:
       mindie-motor-p0-0:
         image: sha256:4f1c
         shared: 1e9caa69fe171d487d5e012f5a6f137e2687ab70e1cd2809b67a9ce6bc1fa079
-        spec: 3d835b506f0e87ea22ac908b45312c462ac5ac2b3a7fb687b5521f7cdad4fd05
+        spec: bb9ed55bdec40a1a45a841e641c178752ce2e21192e7be97bfd57412e601ba8a
     hosts:
       npu-a2-01:
         image_id: sha256:4f1c

@@ -19,6 +19,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     WATCHER_ROLE,
     WATCHER_SCRIPT,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hccl import HCCL_ENV
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import ensure, env_str, json_copy
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
@@ -52,7 +53,7 @@ WIRING_ENV = (
     "KV_CONDUCTOR_SERVICE", "KVP_MASTER_SERVICE", "KV_POOL_PORT", "KV_POOL_EVICTION_HIGH_WATERMARK_RATIO",
     "KV_POOL_EVICTION_RATIO", "DEFAULT_KV_LEASE_TTL", "CONFIGMAP_PATH", "CONFIG_PATH",
     "ASCEND_RUNTIME_OPTIONS", "ASCEND_MF_STORE_URL", "ASCEND_MF_STORE_PORT", "ASCEND_MF_TRANSFER_PROTOCOL",
-    "SGLANG_HOST_IP", "DISAGGREGATION_BOOTSTRAP_PORT",
+    "SGLANG_HOST_IP", "DISAGGREGATION_BOOTSTRAP_PORT", HCCL_ENV,
 )
 
 
@@ -281,6 +282,9 @@ class ContainerBuilder:
                 kec["replay_endpoint"] = f"{spec['events']['replay'][0]}:{pod['kv_events_replay']}"
                 plist.extend(pod["kv_events_replay"] + r for r in pod["rank_pool"])
                 port_map["kv_events_replay"] = pod["kv_events_replay"]
+        hccl_ports, hccl_map, hccl_env = self.hccl_of(pod)
+        plist.extend(hccl_ports)
+        port_map.update(hccl_map)
         endpoints = [
             {"dp_rank": rank, "local_index": i, "service_port": pod["engine_base"] + 2 * i,
              "mgmt_port": pod["engine_base"] + 2 * i + 1}
@@ -291,7 +295,7 @@ class ContainerBuilder:
             "instance": pod["instance"], "pod": pod["pod"], "tier": TIER_ENGINE, "npu_ids": list(pod["npu_ids"]),
             "devices": [f"/dev/davinci{n}:/dev/davinci{n}:rwm" for n in pod["npu_ids"]] + list(managers),
             "dp_ranks": list(pod["dp_ranks"]), "rank_pool": list(pod["rank_pool"]), "endpoints": endpoints,
-            "env": self._env(role, host, name, pod["job_name"], extra),
+            "env": self._env(role, host, name, pod["job_name"], dict(extra, **hccl_env)),
             "ports": sorted(plist), "port_map": port_map, "user_config": uc,
             "shm_size": None if ipc_mode == "host" else ENGINE_SHM_SIZE,
             "ipc_mode": ipc_mode, "mounts_profile": "engine", "needs_weights": True,
