@@ -38,6 +38,7 @@ HOST_PROBE_ARGUMENT_SPEC = dict(
     model_dirs=dict(type="list", elements="path", default=[]),
     links=dict(type="bool", default=False),
     hccn_tool=dict(type="path", default="/usr/local/Ascend/driver/tools/hccn_tool"),
+    driver_dir=dict(type="path", default="/usr/local/Ascend/driver"),
     disk_path=dict(type="path", default="/var/log"),
 )
 

@@ -6,7 +6,8 @@ and the work each host and the controller do after it (pure, no I/O; the action 
 
 ``decide()`` returns one dict the playbooks only loop over:
 
-- ``problems``: every precheck problem of every host (the deploy stops before anything is written);
+- ``problems``: every precheck problem of every host (the deploy stops before anything is written); ``warnings``:
+  what the precheck lets deploy but shows (an NPU in Warning health, driver/firmware/CANN versions side by side);
 - ``reconcile``: motor_reconcile's result (actions and reasons, ``first``, ``drain``, ``start``, ``rolling``);
 - ``steps``: the tier steps in start order (``tiers``), the same list for every host, so that a loop over it runs
   each step on every host before the next (linear strategy);
@@ -43,7 +44,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs imp
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
     """The prechecks of every host (``judge_hosts``) with the config hash parts of every container."""
     judged = judge_hosts(plan, hosts, probes, defaults, overrides)
-    return {"problems": judged["problems"], "parts": hash_parts(plan, judged), "hosts": judged["hosts"]}
+    return {"problems": judged["problems"], "warnings": judged["warnings"], "parts": hash_parts(plan, judged),
+            "hosts": judged["hosts"]}
 
 
 def _check(name, until, tgt, timeout, waiting_for, endpoints=None) -> dict:
@@ -268,7 +270,8 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     ``registrations`` (the conductor's ``GET /services`` answer, or None: a re-run repairs what it lost)."""
     judged = judge_hosts(plan, hosts, probes, settings, overrides)
     containers = plan.get("containers") or []
-    decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "containers": [
+    decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "warnings": judged["warnings"],
+                "containers": [
         {"name": c["name"], "host": c["host"], "role": c["role"]} for c in containers]}
     if judged["problems"]:
         return decision
