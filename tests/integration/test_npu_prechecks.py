@@ -99,3 +99,8 @@ def test_an_npu_in_warning_deploys_with_a_warning(cluster):
     env = sh(engine, f"docker inspect --format '{{{{range .Config.Env}}}}{{{{println .}}}}{{{{end}}}}' {JOB}-p0-0 {JOB}-d0-0")
     bases = sorted(line.split("=", 1)[1] for line in env.split("\n") if line.startswith("HCCL_IF_BASE_PORT="))
     assert bases == ["60000", "60032"], env
+    # upstream's runtime settings (reconcile/runtime.py): device logs, core dumps, SYS_NICE for NUMA binding
+    host_config = sh(engine, f"docker inspect --format '{{{{json .HostConfig.CapAdd}}}} {{{{json .HostConfig.Binds}}}}' "
+                             f"{JOB}-p0-0")
+    assert '["SYS_NICE"]' in host_config and "/var/log/npu:/usr/slog:rw" in host_config, host_config
+    assert "/var/coredump:/var/coredump:rw" in host_config, host_config

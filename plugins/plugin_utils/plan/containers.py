@@ -20,7 +20,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     WATCHER_SCRIPT,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hccl import HCCL_ENV
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import ensure, env_str, json_copy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import dig, ensure, env_str, json_copy
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
 
@@ -45,6 +45,7 @@ CONTROL_SHM_SIZE = "1g"
 
 
 MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+RDMA_DEVICE = "/dev/infiniband"
 
 
 # environment variables the plan sets itself (env.json cannot override them: they are left out of the shell functions)
@@ -180,6 +181,8 @@ class ContainerBuilder:
         pool_ip = self.control["kv_pool"].ip if "kv_pool" in self.control else None
         conductor_ip = self.control["kv_conductor"].ip if "kv_conductor" in self.control else None
         managers = [f"{d}:{d}:rwm" for d in MANAGER_DEVICES]
+        if self.pool_on and str(dig(self.user_config, "kv_cache_pool_config", "protocol") or "").lower() == "rdma":
+            managers.append(f"{RDMA_DEVICE}:{RDMA_DEVICE}:rwm")  # upstream's engine template mounts it (RoCE)
         ipc_host = "host" if self.pool_on else None
 
         def control(role, tier, port_map, extra, ipc_mode=None, needs_weights=False, host=None):

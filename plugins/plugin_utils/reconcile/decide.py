@@ -34,7 +34,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_event
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts, runtime_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
@@ -122,7 +122,7 @@ def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
             "log_root": settings["log_root"], "weight_dir": weight_dir(plan_user_config(plan)),
             "extra_volumes": settings["extra_volumes"], "restart_policy": settings["restart_policy"],
             "log_max_size": settings["log_max_size"], "log_max_file": settings["log_max_file"], "mounts": mounts,
-            "driver_dir": settings["driver_dir"]}
+            "driver_dir": settings["driver_dir"], **runtime_settings(settings)}
 
 
 def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict, files: dict,

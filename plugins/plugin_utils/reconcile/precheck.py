@@ -32,7 +32,8 @@ SETTING_NAMES = ("image", "config_root", "docker_min_version", "driver_dir", "hc
                  "check_links", "engine_mounts", "command", "restart_policy", "log_max_size", "log_max_file",
                  "env_functions", "extra_volumes")
 # Settings a caller may leave out (older playbooks of your own): short name -> the value then.
-OPTIONAL_SETTINGS = {"min_driver_version": ""}
+OPTIONAL_SETTINGS = {"min_driver_version": "", "npu_log_dir": "", "coredump_dir": "", "engine_cap_add": [],
+                     "seccomp_profile": "", "engine_memory": ""}
 
 
 class PrecheckError(ValueError):
