@@ -286,6 +286,8 @@ def probe(params, check_mode=False, diff=False):
         npu_network=npu_network(devices, params["hccn_tool"]) if params["links"] and devices else {},
         versions=driver_versions(params["driver_dir"]) if devices else {},
         device_nodes=dict((path, os.path.exists(path)) for path in DEVICE_NODES) if devices else {},
+        local_ports={"range": _read("/proc/sys/net/ipv4/ip_local_port_range").split(),
+                     "reserved": _read("/proc/sys/net/ipv4/ip_local_reserved_ports").strip()},
         paths=dict((path, os.path.exists(path)) for path in params["paths"]),
         models=model_states(params["model_dirs"]),
         free_mb=free_mb(params["disk_path"]),

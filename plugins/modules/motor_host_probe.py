@@ -155,6 +155,12 @@ device_nodes:
   returned: always
   type: dict
   sample: {/dev/davinci_manager: true, /dev/devmm_svm: true, /dev/hisi_hdc: true, /dev/infiniband: false}
+local_ports:
+  description: The kernel's ephemeral port range (C(net.ipv4.ip_local_port_range)) and its reserved ports
+    (C(net.ipv4.ip_local_reserved_ports)).
+  returned: always
+  type: dict
+  sample: {range: ['32768', '60999'], reserved: ''}
 paths:
   description: Path to whether it exists.
   returned: always

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hccl import HCCL_PORT_RANGE
+
 # npu-smi's Health column: OK, Warning (a minor alarm, e.g. a temperature or ECC notice; the chip works), Alarm
 # (major), Critical. Warning deploys with a warning; anything but OK and Warning is refused.
 HEALTH_OK = "OK"
@@ -136,6 +138,38 @@ def version_findings(probe: dict, settings: dict, image_labels: dict) -> tuple:
                          % (firmware, driver, versions["driver"]["compatible_version_fw"]),
                          "upgrade the firmware and the driver from the same Ascend HDK release"))
     return problems, warnings
+
+
+def _port_set(text: str) -> set:
+    out = set()
+    for item in str(text or "").split(","):
+        lo, _, hi = item.strip().partition("-")
+        if lo.isdigit():
+            out.update(range(int(lo), int(hi if hi.isdigit() else lo) + 1))
+    return out
+
+
+def hccl_port_findings(containers: list, probe: dict) -> list:
+    """Warnings: an HCCL range (port_map.hccl) inside the kernel's ephemeral range and not reserved there - an
+    outgoing connection may hold one of its ports when HCCL binds (CANN's HCCL_IF_BASE_PORT notes: reserve them)."""
+    local = probe.get("local_ports")
+    bounds = (local or {}).get("range") if isinstance(local, dict) else None
+    if not bounds or len(bounds) != 2 or not all(str(b).isdigit() for b in bounds):
+        return []
+    lo, hi = int(bounds[0]), int(bounds[1])
+    reserved = _port_set(local.get("reserved"))
+    out = []
+    for cont in containers:
+        base = (cont.get("port_map") or {}).get("hccl")
+        if base is None:
+            continue
+        hccl = [p for p in range(base, base + HCCL_PORT_RANGE) if lo <= p <= hi and p not in reserved]
+        if hccl:
+            out.append(("HCCL ports of %s" % cont["name"],
+                        "%s-%s lie in the ephemeral port range %s-%s and are not reserved" % (min(hccl), max(hccl), lo, hi),
+                        "reserve them: sysctl -w net.ipv4.ip_local_reserved_ports=%s-%s (and in /etc/sysctl.conf)"
+                        % (min(hccl), max(hccl))))
+    return out
 
 
 def job_network_findings(plan: dict, probes: dict, check_links) -> dict:

@@ -15,6 +15,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import POR
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import truthy
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_checks import (
     device_findings,
+    hccl_port_findings,
     health_findings,
     job_network_findings,
     network_findings,
@@ -169,7 +170,7 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         more, later = version_findings(probe, settings, (((probe.get("images") or [{}])[0]) or {}).get("Labels"))
         for check, what, fix in found + more:
             problem(check, what, fix)
-        noted = notes + later
+        noted = notes + later + hccl_port_findings(containers, probe)
     paths = probe.get("paths") or {}
     if any(c.get("mounts_profile") == "engine" for c in containers):
         if not paths.get(settings["driver_dir"]):

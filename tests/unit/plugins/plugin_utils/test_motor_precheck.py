@@ -57,8 +57,8 @@ def healthy_probe(plan, host):
         "can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0.7"}, "images": [{"Id": "sha256:img"}],
         "containers": [], "npu_devices": npus, "npu_health": {str(n): "OK" for n in npus}, "npu_error": "",
         "listening": [22], "links": {str(n): "UP" for n in npus},
-            "npu_network": {str(n): {"ip": "29.%d.0.%d" % (sum(map(ord, host)) % 250, n + 1), "tls": "0"} for n in npus},
-            "free_mb": 50000,
+        "npu_network": {str(n): {"ip": "29.%d.0.%d" % (sum(map(ord, host)) % 250, n + 1), "tls": "0"} for n in npus},
+        "free_mb": 50000,
         "paths": {p: True for p in DEFAULTS["motor_service_engine_mounts"]
                   + [DEFAULTS["motor_service_hccn_tool"], "/mnt/weight"]},
         "models": {m: "ok" for m in model_dirs(own)},

@@ -103,3 +103,19 @@ def test_tls_switch_and_device_addresses_across_the_job():
     assert checks["NPU 0 TLS"][1] == "set the same switch on every NPU: hccn_tool -i 0 -tls -s enable 0"
     assert checks["NPU 0 address"][0].startswith("device IP 29.1.0.1 is also NPU 0's on a")
     assert job_network_findings(plan, probes, False) == {}
+
+
+def test_hccl_ranges_in_the_ephemeral_range_not_reserved_are_a_warning(plan):
+    engines = [c for c in plan["containers"] if c["host"] == "h1"]
+
+    def ephemeral(p):
+        p["local_ports"] = {"range": ["32768", "60999"], "reserved": "60000-60031"}
+
+    result = judge(plan, probes_of(plan, h1=ephemeral))
+    assert result["problems"] == []
+    hccl = sorted(c["port_map"]["hccl"] for c in engines)
+    assert hccl == [60000, 60032]  # the first range is reserved, the second is not
+    assert result["warnings"] == [
+        f"h1: HCCL ports of {next(c['name'] for c in engines if c['port_map']['hccl'] == 60032)}: 60032-60063 lie in "
+        "the ephemeral port range 32768-60999 and are not reserved (fix: reserve them: sysctl -w "
+        "net.ipv4.ip_local_reserved_ports=60032-60063 (and in /etc/sysctl.conf))"]
