@@ -6,10 +6,22 @@ firmware versions, health Warning vs Alarm; every finding names host, device, ch
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_host_probe import parse_ip, parse_tls, parse_version_info
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_checks import job_network_findings, version_key
 
-from .test_motor_precheck import DEFAULTS, judge, plan, probes_of  # noqa: F401  (plan is a fixture)
+from .test_motor_precheck import HOSTS, SEED, judge, probes_of
+
+
+@pytest.fixture(name="plan", scope="module")
+def seed_plan():
+    user = json.loads((SEED / "user_config.json").read_text())
+    return build_plan(normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
 
 MANAGERS = {"/dev/davinci_manager": True, "/dev/devmm_svm": True, "/dev/hisi_hdc": True, "/dev/infiniband": False}
 DRIVER = {"Version": "24.1.0.3", "compatible_version_fw": "[7.0.0,7.5.99]"}
