@@ -23,6 +23,7 @@ def seed_plan():
     user = json.loads((SEED / "user_config.json").read_text())
     return build_plan(normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
 
+
 MANAGERS = {"/dev/davinci_manager": True, "/dev/devmm_svm": True, "/dev/hisi_hdc": True, "/dev/infiniband": False}
 DRIVER = {"Version": "24.1.0.3", "compatible_version_fw": "[7.0.0,7.5.99]"}
 
