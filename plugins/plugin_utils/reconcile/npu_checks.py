@@ -143,7 +143,7 @@ def version_findings(probe: dict, settings: dict, image_labels: dict) -> tuple:
 def _port_set(text: str) -> set:
     out = set()
     for item in str(text or "").split(","):
-        lo, _, hi = item.strip().partition("-")
+        lo, dummy, hi = item.strip().partition("-")
         if lo.isdigit():
             out.update(range(int(lo), int(hi if hi.isdigit() else lo) + 1))
     return out
