@@ -15,6 +15,7 @@ import pytest
 
 import simctl
 from fault_support import build_image, job_containers, playbook, write_config
+from support import recap_changed
 
 PREFIX = "pymotor-npu37" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
 JOB = "npu-job"
@@ -104,3 +105,5 @@ def test_an_npu_in_warning_deploys_with_a_warning(cluster):
                              f"{JOB}-p0-0")
     assert '["SYS_NICE"]' in host_config and "/var/log/npu:/usr/slog:rw" in host_config, host_config
     assert "/var/coredump:/var/coredump:rw" in host_config, host_config
+    again = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
+    assert recap_changed(again.stdout) == 0, again.stdout[-3000:]  # the new settings are stable between runs
