@@ -13,7 +13,8 @@ author: pymotor.ascend contributors (@pymotor-ascend)
 description:
   - For every host, compares the plan with what the read-only discovery before planning read there
     (M(pymotor.ascend.motor_host_probe), registered as O(discovery)) - Docker engine and version, the
-    image, planned NPUs and their health, driver and hccn_tool, NPU links of multi-host instances, planned ports held
+    image, planned NPUs and their health, driver and hccn_tool, the NPU network (device address, link, one TLS switch,
+    distinct device addresses across hosts), management devices, driver/firmware versions, planned ports held
     by other processes, weights, model directories, free disk, config directories under the config root - and
     returns every problem at once, each naming the host, the check and the fix.
   - Also returns per host the image id and the engine mounts present, and the config hash parts of every planned
@@ -57,16 +58,18 @@ RETURN = r"""
 _value:
   description:
     - C(problems) (every problem of every host, each naming the host, the check, what is wrong and the fix),
+      C(warnings) (what deploys anyway, same format, e.g. an NPU in Warning health, driver and firmware versions),
       C(parts) (container name to its hash parts) and C(hosts) (host to C(image_id), C(mounts_present),
       C(problems)).
   type: dict
   sample:
     problems: []
+    warnings: []
     parts:
       mindie-motor-p0-0:
         image: sha256:4f1c
         shared: 1e9caa69fe171d487d5e012f5a6f137e2687ab70e1cd2809b67a9ce6bc1fa079
-        spec: 3d835b506f0e87ea22ac908b45312c462ac5ac2b3a7fb687b5521f7cdad4fd05
+        spec: bb9ed55bdec40a1a45a841e641c178752ce2e21192e7be97bfd57412e601ba8a
     hosts:
       npu-a2-01:
         image_id: sha256:4f1c

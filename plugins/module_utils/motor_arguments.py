@@ -38,6 +38,7 @@ HOST_PROBE_ARGUMENT_SPEC = dict(
     model_dirs=dict(type="list", elements="path", default=[]),
     links=dict(type="bool", default=False),
     hccn_tool=dict(type="path", default="/usr/local/Ascend/driver/tools/hccn_tool"),
+    driver_dir=dict(type="path", default="/usr/local/Ascend/driver"),
     disk_path=dict(type="path", default="/var/log"),
 )
 
@@ -52,6 +53,9 @@ CONTAINER_OPTIONS = dict(
     ipc_mode=dict(type="str"),
     stdin_open=dict(type="bool", default=False),
     shm_size=dict(type="str"),
+    cap_add=dict(type="list", elements="str", default=[]),
+    security_opt=dict(type="list", elements="str", default=[]),
+    memory=dict(type="str"),
     labels=dict(type="dict", default={}),
     restart_policy=dict(type="str", default="unless-stopped"),
     log_driver=dict(type="str", default="json-file"),

@@ -35,7 +35,7 @@ def read_docker(params, job_id, image):
         out["host_info"] = {"ServerVersion": client.get_json("/version").get("Version", "")}
         out["can_talk_to_docker"] = True
         found = client.inspect_image(image) if image else None
-        out["images"] = [{"Id": found["Id"]}] if found else []
+        out["images"] = [{"Id": found["Id"], "Labels": (found.get("Config") or {}).get("Labels") or {}}] if found else []
         out["containers"] = client.job_containers(job_id)
     except DockerUnavailable as exc:
         out["msg"] = str(exc)
@@ -199,6 +199,57 @@ def link_states(npu_ids, hccn_tool):
     return links
 
 
+def parse_ip(out):
+    """The device address in ``hccn_tool -i N -ip -g`` output (``ipaddr:10.10.0.10``), '' when there is none."""
+    match = re.search(r"ipaddr\s*:\s*([0-9A-Fa-f:.]+)", out)
+    return match.group(1) if match else ""
+
+
+def parse_tls(out):
+    """The TLS switch (``'0'``/``'1'``) in ``hccn_tool -i N -tls -g`` output (``... tls switch[0] ...``), or ''."""
+    match = re.search(r"tls switch\s*\[\s*(\d+)\s*\]", out)
+    return match.group(1) if match else ""
+
+
+def npu_network(npu_ids, hccn_tool):
+    """NPU id -> {ip, tls} as hccn_tool reports them (read-only ``-g`` queries); the tool's error when it fails."""
+    out = {}
+    for npu in npu_ids:
+        entry = out.setdefault(str(npu), {})
+        if not os.path.exists(hccn_tool):
+            entry.update(ip="", tls="", error="hccn_tool not found")
+            continue
+        rc, text, err = _run([hccn_tool, "-i", str(npu), "-ip", "-g"])
+        entry["ip"] = parse_ip(text) if rc == 0 else ""
+        if rc != 0 or not entry["ip"]:
+            entry["error"] = (text + err).strip() or "rc %d" % rc
+        rc, text, err = _run([hccn_tool, "-i", str(npu), "-tls", "-g"])
+        entry["tls"] = parse_tls(text) if rc == 0 else ""
+    return out
+
+
+def parse_version_info(text):
+    """key -> value of a ``version.info`` file (``Version=24.1.0.3`` lines)."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def driver_versions(driver_dir):
+    """The driver's and the firmware's version.info (next to the driver directory), each key -> value ({} absent)."""
+    base = os.path.dirname(driver_dir.rstrip("/")) or "/"
+    return {"driver": parse_version_info(_read(os.path.join(driver_dir, "version.info"))),
+            "firmware": parse_version_info(_read(os.path.join(base, "firmware", "version.info")))}
+
+
+# The NPU management devices every engine container gets besides its /dev/davinciN, and the RDMA devices of a KV
+# pool over rdma: whether they exist is read on every host with NPUs.
+DEVICE_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc", "/dev/infiniband")
+
+
 def model_states(model_dirs):
     models = {}
     for model in model_dirs:
@@ -232,6 +283,11 @@ def probe(params, check_mode=False, diff=False):
         npu_error=npu_error,
         listening=listening_ports(),
         links=link_states(devices, params["hccn_tool"]) if params["links"] and devices else {},
+        npu_network=npu_network(devices, params["hccn_tool"]) if params["links"] and devices else {},
+        versions=driver_versions(params["driver_dir"]) if devices else {},
+        device_nodes=dict((path, os.path.exists(path)) for path in DEVICE_NODES) if devices else {},
+        local_ports={"range": _read("/proc/sys/net/ipv4/ip_local_port_range").split(),
+                     "reserved": _read("/proc/sys/net/ipv4/ip_local_reserved_ports").strip()},
         paths=dict((path, os.path.exists(path)) for path in params["paths"]),
         models=model_states(params["model_dirs"]),
         free_mb=free_mb(params["disk_path"]),

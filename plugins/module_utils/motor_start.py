@@ -57,6 +57,12 @@ def create_body(spec):
     }
     if spec.get("ipc_mode"):
         host_config["IpcMode"] = spec["ipc_mode"]
+    if spec.get("cap_add"):
+        host_config["CapAdd"] = list(spec["cap_add"])
+    if spec.get("security_opt"):
+        host_config["SecurityOpt"] = list(spec["security_opt"])
+    if spec.get("memory"):
+        host_config["Memory"] = parse_bytes(spec["memory"])
     if spec.get("shm_size"):
         host_config["ShmSize"] = parse_bytes(spec["shm_size"])
     body = {
@@ -125,6 +131,9 @@ def planned(spec):
         "labels": dict((str(k), str(v)) for k, v in (spec.get("labels") or {}).items()),
         "ipc_mode": spec.get("ipc_mode") or "",
         "shm_size": parse_bytes(spec["shm_size"]) if spec.get("shm_size") else 0,
+        "cap_add": list(spec.get("cap_add") or []),
+        "security_opt": list(spec.get("security_opt") or []),
+        "memory": parse_bytes(spec["memory"]) if spec.get("memory") else 0,
         "restart_policy": spec.get("restart_policy") or "no",
         "state": "running",
     }
@@ -143,6 +152,9 @@ def observed(existing, image_env=()):
         "labels": dict(config.get("Labels") or {}),
         "ipc_mode": host.get("IpcMode") or "",
         "shm_size": host.get("ShmSize") or 0,
+        "cap_add": list(host.get("CapAdd") or []),
+        "security_opt": list(host.get("SecurityOpt") or []),
+        "memory": host.get("Memory") or 0,
         "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",
         "state": (existing.get("State") or {}).get("Status", ""),
     }

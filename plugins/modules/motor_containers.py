@@ -197,6 +197,19 @@ options:
       shm_size:
         description: Size of /dev/shm (for example C(4g)); Docker's default when empty.
         type: str
+      cap_add:
+        description: Capabilities added to Docker's default set (for example C(SYS_NICE)).
+        type: list
+        elements: str
+        default: []
+      security_opt:
+        description: Docker security options (for example C(seccomp=unconfined)); Docker's defaults when empty.
+        type: list
+        elements: str
+        default: []
+      memory:
+        description: Memory limit (for example C(256g)); none when empty.
+        type: str
       stdin_open:
         description:
           - Keep the container's stdin open (C(docker run -i)); PyMotor's controller spins at 100% CPU when its

@@ -22,7 +22,8 @@ description:
     When it lacks DP ranks of running prefill/union containers the deploy keeps running, the decision says so under
     C(registrations) and repairs it - the KV watcher re-registers them when it keeps running, otherwise the
     coordinator restarts (the controller hands it every instance again and it registers them).
-  - "Sets the fact C(motor_decision): C(problems), C(reconcile), C(steps) (the tier steps, the same on every host),
+  - "Sets the fact C(motor_decision): C(problems), C(warnings) (what deploys anyway), C(reconcile), C(steps) (the tier
+    steps, the same on every host),
     C(work) (per host what it removes first and its M(pymotor.ascend.motor_containers) run per tier step), C(readiness)
     and C(rolling) (the M(pymotor.ascend.motor_wait) checks), C(stalls) (the engine pods the readiness wait watches
     for upstream's registration race) and C(repairs) (per engine instance the runs that restart its pods),

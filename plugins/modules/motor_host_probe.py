@@ -47,13 +47,20 @@ options:
     elements: path
     default: []
   links:
-    description: Read the network link state of every NPU with C(hccn_tool -i <id> -link -g) (RV(links)).
+    description:
+      - Read the NPU network of every NPU with C(hccn_tool -i <id> -link -g) (RV(links)), C(-ip -g) and C(-tls -g)
+        (RV(npu_network)); read-only queries.
     type: bool
     default: false
   hccn_tool:
     description: Path of C(hccn_tool).
     type: path
     default: /usr/local/Ascend/driver/tools/hccn_tool
+  driver_dir:
+    description: The Ascend driver directory; its C(version.info) and the firmware's (C(../firmware/version.info))
+      are returned in RV(versions).
+    type: path
+    default: /usr/local/Ascend/driver
   disk_path:
     description: Path whose file system's free space is returned in RV(free_mb) (its nearest existing parent).
     type: path
@@ -98,7 +105,7 @@ images:
   returned: always
   type: list
   elements: dict
-  sample: [{Id: 'sha256:0123abcd'}]
+  sample: [{Id: 'sha256:0123abcd', Labels: {}}]
 containers:
   description: The containers of the job (running or not), as the Engine API lists them.
   returned: always
@@ -132,6 +139,28 @@ links:
   returned: always
   type: dict
   sample: {'0': UP, '1': DOWN}
+npu_network:
+  description: NPU id to its device address (C(ip), empty when none) and TLS switch (C(tls)) as C(hccn_tool) reports
+    them, with C(error) when the address could not be read; with O(links).
+  returned: always
+  type: dict
+  sample: {'0': {ip: 29.1.0.1, tls: '0'}, '1': {ip: '', tls: '0', error: 'ipaddr not configured'}}
+versions:
+  description: The driver's and the firmware's C(version.info) (key to value), on a host with NPU devices.
+  returned: always
+  type: dict
+  sample: {driver: {Version: 24.1.0.3, compatible_version_fw: '[7.0.0,7.5.99]'}, firmware: {Version: 7.5.0.3.220}}
+device_nodes:
+  description: The NPU management devices and C(/dev/infiniband) to whether they exist, on a host with NPU devices.
+  returned: always
+  type: dict
+  sample: {/dev/davinci_manager: true, /dev/devmm_svm: true, /dev/hisi_hdc: true, /dev/infiniband: false}
+local_ports:
+  description: The kernel's ephemeral port range (C(net.ipv4.ip_local_port_range)) and its reserved ports
+    (C(net.ipv4.ip_local_reserved_ports)).
+  returned: always
+  type: dict
+  sample: {range: ['32768', '60999'], reserved: ''}
 paths:
   description: Path to whether it exists.
   returned: always

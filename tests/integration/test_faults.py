@@ -100,7 +100,7 @@ def test_precheck_reports_every_host_problem_and_starts_nothing(cluster):
     engine, ctl = cluster["engine"]["name"], cluster["ctl"]["name"]
     listen = "nohup python3 -c 'import socket,time; s=socket.socket(); s.bind((\"0.0.0.0\", {port})); s.listen(); " \
              "time.sleep(600)' >/dev/null 2>&1 &"
-    simctl.host_exec(engine, "printf '2 Warning\\n' > /etc/pymotor-sim/unhealthy")
+    simctl.host_exec(engine, "printf '2 Alarm\\n' > /etc/pymotor-sim/unhealthy")
     simctl.host_exec(engine, "mv /mnt/weight/qwen3_8B /mnt/weight/qwen3_8B.away")
     simctl.host_exec(engine, listen.format(port=3026))
     simctl.host_exec(ctl, listen.format(port=2026))
@@ -116,7 +116,7 @@ def test_precheck_reports_every_host_problem_and_starts_nothing(cluster):
     assert failed.returncode != 0
     out = failed.stdout
     assert "Fail with every precheck problem of every host" in out, out[-3000:]
-    for line in (f"{engine}: NPU 2 health: npu-smi info reports Warning (fix: repair the NPU",
+    for line in (f"{engine}: NPU 2 health: npu-smi info reports Alarm (fix: repair the NPU",
                  f"{engine}: port 3026: already in use by another process, but planned for {JOB}-p0-0",
                  f"{engine}: model: /mnt/weight/qwen3_8B missing (fix:",
                  f"{ctl}: port 2026: already in use by another process, but planned for {JOB}-controller"):

@@ -175,7 +175,9 @@ def precheck():
         hostvars[host] = {"motor_service_docker": {
             "can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0.7"}, "images": [{"Id": "sha256:4f1c"}],
             "containers": [], "npu_devices": npus, "npu_health": {str(n): "OK" for n in npus}, "npu_error": "",
-            "listening": [22], "links": {}, "free_mb": 50000,
+            "listening": [22], "links": {str(n): "UP" for n in npus},
+            "npu_network": {str(n): {"ip": "29.%d.0.%d" % (sum(map(ord, host)) % 250, n + 1), "tls": "0"} for n in npus},
+            "free_mb": 50000,
             "paths": {p: True for p in ["/usr/local/Ascend/driver", "/usr/local/Ascend/driver/tools/hccn_tool",
                                         "/mnt/weight", "/mnt/weight/qwen3_8B"]}}}
     return FILTERS["motor_precheck"](plan, list(hostvars), hostvars, defaults)

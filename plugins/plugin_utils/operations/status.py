@@ -15,7 +15,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     ROLE_LABEL,
     ROLE_ORDER,
 )
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key, render_table
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import compress_numbers, natural_key, render_table
 
 
 def parse_time(text):
@@ -129,12 +129,19 @@ def registration_rows(rows, services) -> list:
     return sorted(out, key=lambda r: (natural_key(r["container"]), str(r["rank"])))
 
 
+def _port_ranges(ports) -> str:
+    """'3026,60000,60001,60002' -> '3026,60000-60002' (anything else as it is)."""
+    items = [p.strip() for p in str(ports or "").split(",") if p.strip()]
+    return compress_numbers(int(p) for p in items) if items and all(p.isdigit() for p in items) else str(ports or "")
+
+
 def status_table(rows, services=None) -> str:
     """The status table; with ``services`` (the KV conductor's ``GET /services`` answer, or a string saying why it
     could not be read) a second table of its registrations per publishing pod."""
     if not rows:
         return "no container of this job on the hosts"
-    text = render_table(rows, STATUS_COLUMNS)
+    shown = [dict(r, ports=_port_ranges(r.get("ports"))) for r in rows]  # an engine binds 32 HCCL ports in a row
+    text = render_table(shown, STATUS_COLUMNS)
     if services is None:
         return text
     if not isinstance(services, dict):

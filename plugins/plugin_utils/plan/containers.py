@@ -19,7 +19,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     WATCHER_ROLE,
     WATCHER_SCRIPT,
 )
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import ensure, env_str, json_copy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hccl import HCCL_ENV
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import dig, ensure, env_str, json_copy
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
 
@@ -44,6 +45,7 @@ CONTROL_SHM_SIZE = "1g"
 
 
 MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+RDMA_DEVICE = "/dev/infiniband"
 
 
 # environment variables the plan sets itself (env.json cannot override them: they are left out of the shell functions)
@@ -52,7 +54,7 @@ WIRING_ENV = (
     "KV_CONDUCTOR_SERVICE", "KVP_MASTER_SERVICE", "KV_POOL_PORT", "KV_POOL_EVICTION_HIGH_WATERMARK_RATIO",
     "KV_POOL_EVICTION_RATIO", "DEFAULT_KV_LEASE_TTL", "CONFIGMAP_PATH", "CONFIG_PATH",
     "ASCEND_RUNTIME_OPTIONS", "ASCEND_MF_STORE_URL", "ASCEND_MF_STORE_PORT", "ASCEND_MF_TRANSFER_PROTOCOL",
-    "SGLANG_HOST_IP", "DISAGGREGATION_BOOTSTRAP_PORT",
+    "SGLANG_HOST_IP", "DISAGGREGATION_BOOTSTRAP_PORT", HCCL_ENV,
 )
 
 
@@ -179,6 +181,8 @@ class ContainerBuilder:
         pool_ip = self.control["kv_pool"].ip if "kv_pool" in self.control else None
         conductor_ip = self.control["kv_conductor"].ip if "kv_conductor" in self.control else None
         managers = [f"{d}:{d}:rwm" for d in MANAGER_DEVICES]
+        if self.pool_on and str(dig(self.user_config, "kv_cache_pool_config", "protocol") or "").lower() == "rdma":
+            managers.append(f"{RDMA_DEVICE}:{RDMA_DEVICE}:rwm")  # upstream's engine template mounts it (RoCE)
         ipc_host = "host" if self.pool_on else None
 
         def control(role, tier, port_map, extra, ipc_mode=None, needs_weights=False, host=None):
@@ -282,6 +286,9 @@ class ContainerBuilder:
                 kec["replay_endpoint"] = f"{spec['events']['replay'][0]}:{pod['kv_events_replay']}"
                 plist.extend(pod["kv_events_replay"] + r for r in pod["rank_pool"])
                 port_map["kv_events_replay"] = pod["kv_events_replay"]
+        hccl_ports, hccl_map, hccl_env = self.hccl_of(pod)
+        plist.extend(hccl_ports)
+        port_map.update(hccl_map)
         endpoints = [
             {"dp_rank": rank, "local_index": i, "service_port": pod["engine_base"] + 2 * i,
              "mgmt_port": pod["engine_base"] + 2 * i + 1}
@@ -292,7 +299,7 @@ class ContainerBuilder:
             "instance": pod["instance"], "pod": pod["pod"], "tier": TIER_ENGINE, "npu_ids": list(pod["npu_ids"]),
             "devices": [f"/dev/davinci{n}:/dev/davinci{n}:rwm" for n in pod["npu_ids"]] + list(managers),
             "dp_ranks": list(pod["dp_ranks"]), "rank_pool": list(pod["rank_pool"]), "endpoints": endpoints,
-            "env": self._env(role, host, name, pod["job_name"], extra),
+            "env": self._env(role, host, name, pod["job_name"], dict(extra, **hccl_env)),
             "ports": sorted(plist), "port_map": port_map, "user_config": uc,
             "shm_size": None if ipc_mode == "host" else ENGINE_SHM_SIZE,
             "ipc_mode": ipc_mode, "mounts_profile": "engine", "needs_weights": True,

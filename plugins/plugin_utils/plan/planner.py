@@ -38,6 +38,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import 
     truthy,
     url_host,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hccl import HcclPorts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hosts import parse_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.placement import Placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.ports import PortAssignment
@@ -87,7 +88,7 @@ def placement_of(plan: dict) -> dict[str, dict]:
     }
 
 
-class Planner(SGLangPlan, Placement, PortAssignment, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
+class Planner(SGLangPlan, Placement, PortAssignment, HcclPorts, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
     """One plan: check the config, parse the hosts, place, assign ports, build the containers, check the result."""
 
     def __init__(self, config, hosts, previous=None, config_root=CONFIG_ROOT):
@@ -337,6 +338,9 @@ class Planner(SGLangPlan, Placement, PortAssignment, ContainerBuilder):  # pylin
             raise MotorPlanError(self.problems)
         self.place_control()
         self.assign_ports()
+        if self.problems:
+            raise MotorPlanError(self.problems)
+        self.assign_hccl_ports()
         if self.problems:
             raise MotorPlanError(self.problems)
         self.build_containers()

@@ -6,7 +6,8 @@ and the work each host and the controller do after it (pure, no I/O; the action 
 
 ``decide()`` returns one dict the playbooks only loop over:
 
-- ``problems``: every precheck problem of every host (the deploy stops before anything is written);
+- ``problems``: every precheck problem of every host (the deploy stops before anything is written); ``warnings``:
+  what the precheck lets deploy but shows (an NPU in Warning health, driver/firmware/CANN versions side by side);
 - ``reconcile``: motor_reconcile's result (actions and reasons, ``first``, ``drain``, ``start``, ``rolling``);
 - ``steps``: the tier steps in start order (``tiers``), the same list for every host, so that a loop over it runs
   each step on every host before the next (linear strategy);
@@ -33,7 +34,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_event
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts, runtime_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
@@ -43,7 +44,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs imp
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
     """The prechecks of every host (``judge_hosts``) with the config hash parts of every container."""
     judged = judge_hosts(plan, hosts, probes, defaults, overrides)
-    return {"problems": judged["problems"], "parts": hash_parts(plan, judged), "hosts": judged["hosts"]}
+    return {"problems": judged["problems"], "warnings": judged["warnings"], "parts": hash_parts(plan, judged),
+            "hosts": judged["hosts"]}
 
 
 def _check(name, until, tgt, timeout, waiting_for, endpoints=None) -> dict:
@@ -120,7 +122,7 @@ def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
             "log_root": settings["log_root"], "weight_dir": weight_dir(plan_user_config(plan)),
             "extra_volumes": settings["extra_volumes"], "restart_policy": settings["restart_policy"],
             "log_max_size": settings["log_max_size"], "log_max_file": settings["log_max_file"], "mounts": mounts,
-            "driver_dir": settings["driver_dir"]}
+            "driver_dir": settings["driver_dir"], **runtime_settings(settings)}
 
 
 def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict, files: dict,
@@ -268,7 +270,8 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     ``registrations`` (the conductor's ``GET /services`` answer, or None: a re-run repairs what it lost)."""
     judged = judge_hosts(plan, hosts, probes, settings, overrides)
     containers = plan.get("containers") or []
-    decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "containers": [
+    decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "warnings": judged["warnings"],
+                "containers": [
         {"name": c["name"], "host": c["host"], "role": c["role"]} for c in containers]}
     if judged["problems"]:
         return decision

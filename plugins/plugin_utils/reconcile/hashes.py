@@ -23,7 +23,16 @@ def shared_spec(settings: dict, mounts: list, plan: dict) -> dict:
         "mounts": mounts,
         "env_functions": settings["env_functions"],
         "extra_volumes": settings["extra_volumes"],
+        **({"runtime": runtime_settings(settings)} if any(runtime_settings(settings).values()) else {}),
     }
+
+
+RUNTIME_SETTINGS = ("npu_log_dir", "coredump_dir", "engine_cap_add", "seccomp_profile", "engine_memory")
+
+
+def runtime_settings(settings: dict) -> dict:
+    """The settings reconcile/runtime.py applies (all empty: the hash part is what it was before them)."""
+    return {name: settings.get(name) or "" for name in RUNTIME_SETTINGS}
 
 
 # Direct dependencies: when one of these restarts, the dependent container must restart too. Engines register

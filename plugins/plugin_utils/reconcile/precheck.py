@@ -13,6 +13,15 @@ import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import PORTS_LABEL, Problem
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import truthy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_checks import (
+    device_findings,
+    hccl_port_findings,
+    health_findings,
+    job_network_findings,
+    network_findings,
+    planned_npus,
+    version_findings,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs, model_dirs, plan_user_config, weight_dir
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
@@ -23,6 +32,9 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural
 SETTING_NAMES = ("image", "config_root", "docker_min_version", "driver_dir", "hccn_tool", "log_root", "min_free_log_mb",
                  "check_links", "engine_mounts", "command", "restart_policy", "log_max_size", "log_max_file",
                  "env_functions", "extra_volumes")
+# Settings a caller may leave out (older playbooks of your own): short name -> the value then.
+OPTIONAL_SETTINGS = {"min_driver_version": "", "npu_log_dir": "", "coredump_dir": "", "engine_cap_add": [],
+                     "seccomp_profile": "", "engine_memory": ""}
 
 
 class PrecheckError(ValueError):
@@ -45,8 +57,11 @@ def host_settings(defaults: dict, overrides: dict) -> dict:
     missing = [prefix + short for short in SETTING_NAMES if prefix + short not in defaults and prefix + short not in overrides]
     if missing:
         raise PrecheckError("settings missing: %s" % ", ".join(missing))
-    return {short: overrides[prefix + short] if prefix + short in overrides else defaults[prefix + short]
-            for short in SETTING_NAMES}
+    out = {short: overrides[prefix + short] if prefix + short in overrides else defaults[prefix + short]
+           for short in SETTING_NAMES}
+    for short, value in OPTIONAL_SETTINGS.items():
+        out[short] = overrides.get(prefix + short, defaults.get(prefix + short, value))
+    return out
 
 
 def _version(text: str) -> tuple:
@@ -67,10 +82,6 @@ def mounts_present(probe: dict, engine_mounts: list) -> list:
     """The engine mounts that exist on the host, in the order of ``engine_mounts``."""
     paths = (probe or {}).get("paths") or {}
     return [path for path in engine_mounts or [] if paths.get(path)]
-
-
-def _multi_pod_jobs(plan: dict) -> set:
-    return {i.get("job_name") for i in plan.get("instances") or [] if len(i.get("pods") or []) > 1}
 
 
 def _normal_ip(text) -> str:
@@ -114,13 +125,14 @@ def address_problems(planned: dict, interfaces: dict) -> list:
     return out
 
 
-def host_problems(host: str, containers: list, probe: dict, settings: dict, plan: dict) -> list:
-    """Every precheck problem of one host (empty: the host may be configured and started)."""
+def host_problems(host: str, containers: list, probe: dict, settings: dict, plan: dict, warnings=None) -> list:
+    """Every precheck problem of one host (empty: the host may be configured and started); what deploys anyway is
+    appended to ``warnings`` (a list) when given."""
     probe = probe or {}
     out = []
 
-    def problem(check, what, fix):
-        out.append(str(Problem("%s: %s" % (host, check), what, "fix: " + fix)))
+    def problem(check, what, fix, into=None):
+        (out if into is None else into).append(str(Problem("%s: %s" % (host, check), what, "fix: " + fix)))
 
     read = "npu_devices" in probe
     if not read:
@@ -150,19 +162,15 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
             where = (c["configmap_path"], c["name"], settings["config_root"])
             problem("config dir", "%s of %s is not under motor_config_root %s" % where,
                     "set motor_config_root to where the plan puts the config directories, and re-plan")
-    if read:
-        health_of = probe.get("npu_health") or {}
-        npu_error = probe.get("npu_error")
-        for npu in dict.fromkeys(n for c in containers for n in c.get("npu_ids") or []):
-            health = health_of.get(str(npu), "absent")
-            if npu not in probe.get("npu_devices") or (health == "absent" and not npu_error):
-                problem("NPU %s" % npu, "/dev/davinci%s is not listed by npu-smi info" % npu,
-                        "check the driver with npu-smi info, or set motor_npu_ids for this host and re-plan")
-            elif npu_error:
-                problem("NPU %s health" % npu, npu_error, "install the Ascend driver (npu-smi) on this host")
-            elif health != "OK":
-                problem("NPU %s health" % npu, "npu-smi info reports %s" % health,
-                        "repair the NPU, or leave it out with motor_npu_ids and re-plan")
+    npus = planned_npus(containers)
+    noted = []
+    if read and npus:
+        found, notes = health_findings(npus, probe)
+        found += device_findings(containers, probe)
+        more, later = version_findings(probe, settings, (((probe.get("images") or [{}])[0]) or {}).get("Labels"))
+        for check, what, fix in found + more:
+            problem(check, what, fix)
+        noted = notes + later + hccl_port_findings(containers, probe)
     paths = probe.get("paths") or {}
     if any(c.get("mounts_profile") == "engine" for c in containers):
         if not paths.get(settings["driver_dir"]):
@@ -170,14 +178,9 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         if not paths.get(settings["hccn_tool"]):
             problem("hccn_tool", "%s is missing" % settings["hccn_tool"],
                     "install the Ascend driver tools or set motor_service_hccn_tool")
-    if read and truthy(settings["check_links"]):
-        multi = _multi_pod_jobs(plan)
-        links = probe.get("links") or {}
-        for npu in dict.fromkeys(n for c in containers if c.get("job_name") in multi for n in c.get("npu_ids") or []):
-            link = links.get(str(npu), "not read")
-            if link != "UP":
-                problem("NPU link %s" % npu, "hccn_tool -i %s -link -g says %s" % (npu, link),
-                        "check the NPU network cabling and /etc/hccn.conf; a multi-host instance needs every link up")
+    if read and npus and truthy(settings["check_links"]):
+        for check, what, fix in network_findings(npus, probe):
+            problem(check, what, fix)
     planned = [p for c in containers for p in c.get("ports") or []]
     # ports held by our own running containers: each records the ports it binds in its io.pymotor.ports label
     # (a container of the job without that label, from an older deploy: the ports planned for its name)
@@ -212,6 +215,9 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         need = (free_mb, settings["log_root"], settings["min_free_log_mb"])
         problem("disk", "%s MiB free for logs under %s, need %s" % need,
                 "free disk space or set motor_service_log_root")
+    if warnings is not None:
+        for check, what, fix in noted:
+            problem(check, what, fix, into=warnings)
     return out
 
 
@@ -219,16 +225,20 @@ def judge_hosts(plan: dict, hosts: list, probes: dict, defaults: dict, overrides
     """Judge every host: ``hosts`` (inventory order), ``probes`` (host -> discovery result), ``defaults`` (setting
     variable -> the controller's value), ``overrides`` (host -> its own values of those variables).
 
-    Returns ``problems`` (all hosts), ``hosts`` (host -> ``image_id``, ``mounts_present``, ``problems``) and
+    Returns ``problems`` (all hosts), ``warnings`` (what deploys anyway: an NPU in Warning, versions side by side),
+    ``hosts`` (host -> ``image_id``, ``mounts_present``, ``problems``) and
     ``settings`` (host -> its view of the settings, by short name)."""
-    result = {"problems": [], "hosts": {}, "settings": {}}
+    result = {"problems": [], "warnings": [], "hosts": {}, "settings": {}}
     containers = plan.get("containers") or []
+    job_network = job_network_findings(plan, probes, True)  # each host's own check_links decides below
     for host in checked_hosts(plan, hosts):
         own = [c for c in containers if c["host"] == host]
         probe = (probes or {}).get(host) or {}
         settings = host_settings(defaults or {}, (overrides or {}).get(host) or {})
         mounts = mounts_present(probe, settings["engine_mounts"])
-        problems = host_problems(host, own, probe, settings, plan)
+        problems = host_problems(host, own, probe, settings, plan, result["warnings"])
+        problems += [str(Problem("%s: %s" % (host, check), what, "fix: " + fix))
+                     for check, what, fix in job_network.get(host, []) if truthy(settings["check_links"])]
         result["hosts"][host] = {"image_id": image_id(probe), "mounts_present": mounts, "problems": problems}
         result["settings"][host] = settings
         result["problems"] += problems

@@ -26,6 +26,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.runtime import runtime_options, runtime_volumes
 
 
 def split_env(env: dict) -> tuple[dict, dict]:
@@ -62,6 +63,7 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     # ENABLE_GEN_CERT=true: boot makes the TLS certificates from the host's CA and script (read-only)
     volumes += [f"{path}:{path}:ro" for path in cert_dirs({"containers": [container]})]
     volumes += list(settings.get("extra_volumes") or [])
+    volumes += runtime_volumes(container, settings)
     plain_env, secret_env = split_env(env)
     return {
         "name": name,
@@ -78,6 +80,7 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
         "volumes": volumes,
         "ipc_mode": container.get("ipc_mode") or None,
         "shm_size": container.get("shm_size") or None,
+        **runtime_options(container, settings),
         "restart_policy": settings["restart_policy"],
         "log_driver": "json-file",
         "log_options": {"max-size": str(settings["log_max_size"]), "max-file": str(settings["log_max_file"])},

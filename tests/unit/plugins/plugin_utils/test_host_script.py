@@ -57,7 +57,8 @@ def test_split_spec_leaves_environment_fallbacks_and_paths_to_the_host():
     assert "default" not in controller["docker_host"] and "fallback" not in controller["docker_host"]
     assert controller["validate_certs"]["default"] is True
     assert paths == {"ca_path": "path", "client_cert": "path", "client_key": "path", "paths": ["path"],
-                     "model_dirs": ["path"], "hccn_tool": "path", "disk_path": "path"}
+                     "model_dirs": ["path"], "hccn_tool": "path", "driver_dir": "path",
+                     "disk_path": "path"}
     assert controller["paths"]["elements"] == "str" and controller["disk_path"]["type"] == "str"
     assert HOST_PROBE_ARGUMENT_SPEC["paths"]["elements"] == "path"  # the module's own spec is left as it is
 

@@ -190,9 +190,10 @@ def test_seed_pd_separation_on_example_inventory():
     assert conts["mindie-motor-kv-pool"]["tier"] == 0 and p0["tier"] == 2 and conts["mindie-motor-coordinator"]["tier"] == 1
     # ports: P keeps the defaults, D shifts where it shares the host
     assert p0["port_map"] == {"node_manager": 3026, "engine_base": 10000, "dp_rpc": 9000, "kv": 28000,
-                              "kv_events": 5557, "kv_events_replay": 6667}
-    assert p0["ports"] == [3026, 5557, 5558, 6667, 6668, 9000, 10000, 10001, 10002, 10003, 28000, 28001, 28002, 28003]
-    assert d0["port_map"] == {"node_manager": 4026, "engine_base": 10004, "dp_rpc": 9001, "kv": 28004}
+                              "kv_events": 5557, "kv_events_replay": 6667, "hccl": 60000}
+    assert p0["ports"] == [3026, 5557, 5558, 6667, 6668, 9000, 10000, 10001, 10002, 10003, 28000, 28001, 28002, 28003,
+                           *range(60000, 60032)]
+    assert d0["port_map"] == {"node_manager": 4026, "engine_base": 10004, "dp_rpc": 9001, "kv": 28004, "hccl": 60032}
     assert conts["mindie-motor-coordinator"]["ports"] == [1025, 1026, 1027, 12000, 12001, 12002, 12003]
     assert conts["mindie-motor-controller"]["ports"] == [2026, 2027]
     assert conts["mindie-motor-kv-pool"]["ports"] == [9003, 50088]
@@ -399,8 +400,10 @@ def test_affinity_keeps_publishing_pods_with_same_ranks_apart():
     plan = build_plan(contract_config(roles={"prefill": (2, 1, 2, 1), "decode": (1, 1, 2, 1)}), inventory(engine=1, control=1))
     conts = by_name(plan)
     assert conts["job-p0-0"]["host"] == conts["job-p1-0"]["host"] == "e1"
-    assert conts["job-p0-0"]["port_map"] == {"node_manager": 3026, "engine_base": 10000, "dp_rpc": 9000, "kv": 30001}
-    assert conts["job-p1-0"]["port_map"] == {"node_manager": 3027, "engine_base": 10002, "dp_rpc": 9001, "kv": 30003}
+    assert conts["job-p0-0"]["port_map"] == {"node_manager": 3026, "engine_base": 10000, "dp_rpc": 9000, "kv": 30001,
+                                             "hccl": 60000}
+    assert conts["job-p1-0"]["port_map"] == {"node_manager": 3027, "engine_base": 10002, "dp_rpc": 9001, "kv": 30003,
+                                             "hccl": 60032}
 
 
 def test_affinity_multi_pod_ranks_and_event_ports():
@@ -821,7 +824,8 @@ def test_kept_pods_take_their_ports_before_new_pods():
     hosts = inventory(engine=1, control=1)
     two = build_plan(cfg(2), hosts)
     before = by_name(two)
-    assert before["job-p1-0"]["port_map"] == {"node_manager": 3027, "engine_base": 10002, "dp_rpc": 9001, "kv": 30003}
+    assert before["job-p1-0"]["port_map"] == {"node_manager": 3027, "engine_base": 10002, "dp_rpc": 9001, "kv": 30003,
+                                              "hccl": 60032}
     grown = build_plan(cfg(3), hosts, placement_of(two))
     assert_invariants(grown, hosts)
     assert_kept(two, grown, ["job-p0-0", "job-p1-0", "job-d0-0", "job-controller", "job-coordinator"])
@@ -974,7 +978,7 @@ def test_plan_table():
     assert set(lines[1].replace(" ", "")) == {"-"}
     rows = [line.split() for line in lines[2:9]]
     assert rows[0][:6] == ["e1", "10.0.0.1", "mindie-motor-d0-0", "decode", "2", "4-7"]
-    assert rows[1][2] == "mindie-motor-p0-0" and rows[1][6] == "3026,5557-5558,6667-6668,9000,10000-10003,28000-28003"
+    assert rows[1][2] == "mindie-motor-p0-0" and rows[1][6] == "3026,5557-5558,6667-6668,9000,10000-10003,28000-28003,60000-60031"
     assert rows[2][:6] == ["c1", "10.0.1.1", "mindie-motor-kv-pool", "kv_pool", "0", "-"]
     assert rows[6][2:5] == ["mindie-motor-kv-watcher", "kv_watcher", "1"]
     assert "7 containers on 2 hosts" in lines[9] and "http://10.0.1.1:1025" in lines[9]
@@ -1007,6 +1011,7 @@ def test_invariant_check_catches_planner_bugs():
     planner.place_engines()
     planner.place_control()
     planner.assign_ports()
+    planner.assign_hccl_ports()
     planner.build_containers()
     planner.check_invariant()
     p0 = next(c for c in planner.containers if c["name"] == "job-p0-0")

@@ -56,7 +56,9 @@ def healthy_probe(plan, host):
     return {
         "can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0.7"}, "images": [{"Id": "sha256:img"}],
         "containers": [], "npu_devices": npus, "npu_health": {str(n): "OK" for n in npus}, "npu_error": "",
-        "listening": [22], "links": {}, "free_mb": 50000,
+        "listening": [22], "links": {str(n): "UP" for n in npus},
+        "npu_network": {str(n): {"ip": "29.%d.0.%d" % (sum(map(ord, host)) % 250, n + 1), "tls": "0"} for n in npus},
+        "free_mb": 50000,
         "paths": {p: True for p in DEFAULTS["motor_service_engine_mounts"]
                   + [DEFAULTS["motor_service_hccn_tool"], "/mnt/weight"]},
         "models": {m: "ok" for m in model_dirs(own)},
@@ -103,7 +105,7 @@ def test_every_problem_of_every_host_at_once(plan):
     controller = next(c for c in plan["containers"] if c["role"] == "controller")
 
     def sick_engine(p):
-        p["npu_health"][str(engine[0]["npu_ids"][0])] = "Warning"
+        p["npu_health"][str(engine[0]["npu_ids"][0])] = "Alarm"
         p["npu_devices"].remove(engine[-1]["npu_ids"][-1])
         p["listening"].append(engine_port)
         p["paths"]["/usr/local/Ascend/driver/tools/hccn_tool"] = False
@@ -118,7 +120,7 @@ def test_every_problem_of_every_host_at_once(plan):
 
     problems = judge(plan, probes_of(plan, h1=sick_engine, ctl=sick_control))["problems"]
     expected = [
-        f"h1: NPU {engine[0]['npu_ids'][0]} health: npu-smi info reports Warning (fix: repair the NPU",
+        f"h1: NPU {engine[0]['npu_ids'][0]} health: npu-smi info reports Alarm (fix: repair the NPU",
         f"h1: NPU {engine[-1]['npu_ids'][-1]}: /dev/davinci{engine[-1]['npu_ids'][-1]} is not listed by npu-smi info",
         "h1: hccn_tool: /usr/local/Ascend/driver/tools/hccn_tool is missing (fix:",
         f"h1: port {engine_port}: already in use by another process, but planned for {engine[0]['name']} (fix:",
@@ -172,21 +174,20 @@ def test_a_hosts_own_settings_win_for_that_host(plan):
     assert result["hosts"]["h1"]["mounts_present"] == ["/opt/Ascend/driver"]
 
 
-def test_links_of_multi_host_instances_only():
+def test_links_of_every_planned_npu():
     container = {"name": "job-p0-0", "host": "h1", "role": "prefill", "job_name": "job-p0", "npu_ids": [0, 1],
                  "ports": [], "configmap_path": "/etc/pymotor/job/job-p0-0", "mounts_profile": "engine"}
     probe = {"can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0"}, "images": [{"Id": "x"}],
              "npu_devices": [0, 1], "npu_health": {"0": "OK", "1": "OK"}, "npu_error": "", "links": {"0": "UP"},
+             "npu_network": {"0": {"ip": "29.1.0.1", "tls": "0"}, "1": {"ip": "29.1.0.2", "tls": "0"}},
              "paths": {"/usr/local/Ascend/driver": True, "/usr/local/Ascend/driver/tools/hccn_tool": True}}
     settings = host_settings(DEFAULTS, {})
     single = {"instances": [{"job_name": "job-p0", "pods": [0]}], "containers": [container]}
-    multi = {"instances": [{"job_name": "job-p0", "pods": [0, 1]}], "containers": [container]}
-    assert host_problems("h1", [container], probe, settings, single) == []
-    assert host_problems("h1", [container], probe, settings, multi) == [
-        "h1: NPU link 1: hccn_tool -i 1 -link -g says not read (fix: check the NPU network cabling and "
-        "/etc/hccn.conf; a multi-host instance needs every link up)"]
+    assert host_problems("h1", [container], probe, settings, single) == [
+        "h1: NPU 1 link: hccn_tool -i 1 -link -g says not read (fix: check the NPU port's cabling and switch port "
+        "(hccn_tool -i 1 -lldp -g), and /etc/hccn.conf)"]
     assert host_problems("h1", [container], probe, host_settings(DEFAULTS, {"motor_service_check_links": "false"}),
-                         multi) == []
+                         single) == []
 
 
 def test_a_missing_setting_is_named():

@@ -64,7 +64,9 @@ def healthy(plan, host, containers=()):
     npus = sorted({n for c in own for n in c["npu_ids"]}) or [0]
     return {"can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0.7"}, "images": [{"Id": "sha256:img"}],
             "containers": list(containers), "npu_devices": npus, "npu_health": {str(n): "OK" for n in npus},
-            "npu_error": "", "listening": [], "links": {}, "free_mb": 50000,
+            "npu_error": "", "listening": [], "links": {str(n): "UP" for n in npus},
+            "npu_network": {str(n): {"ip": "29.%d.0.%d" % (sum(map(ord, host)) % 250, n + 1), "tls": "0"} for n in npus},
+            "free_mb": 50000,
             "paths": {"/usr/local/Ascend/driver": True, "/usr/local/Ascend/driver/tools/hccn_tool": True,
                       "/mnt/weight": True},
             "models": {m: "ok" for m in model_dirs(own)}}
