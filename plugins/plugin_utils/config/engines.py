@@ -32,6 +32,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema impor
     TRIGGER_CONNECTORS,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.sglang import check_sglang_engine
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.strict import check_vllm_keys
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS
 
 
@@ -137,6 +138,8 @@ def check_engine(ctx, uc, role, deploy, hardware):
         name, model, dp, tp, pp, dp_local = check_sglang_engine(
             ctx, engine_config, ec_path, role, (pods, npus), weight_path)
     else:
+        if engine_type == "vllm":
+            check_vllm_keys(ctx, engine_config, ec_path)
         name, model = _check_model(ctx, engine_config, ec_path, weight_path)
         dp, tp, pp, dp_local = _check_parallel(ctx, engine_config, ec_path, pods, npus)
     if role == "decode" and "kv_events_config" in engine_config:

@@ -63,7 +63,7 @@ def normalize_env(ctx, env_config):
             continue
         if name not in ENV_SECTIONS:
             guess = suggest(name, ENV_SECTIONS)
-            ctx.warn(path, "unknown env.json section, ignored",
+            ctx.error(path, "unknown env.json section: its variables would reach no container",
                      "did you mean '%s'?" % guess if guess else "known: " + ", ".join(ENV_SECTIONS))
             continue
         if not isinstance(section, dict):
