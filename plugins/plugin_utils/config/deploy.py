@@ -11,7 +11,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context impo
     dict_or_none,
     int_in,
     str_or_none,
-    warn_unknown_keys,
+    reject_unknown_keys,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import (
     DEFAULT_DEPLOY_MODE,
@@ -41,7 +41,7 @@ def check_top_level(ctx, uc):
     elif uc["version"] != VERSION:
         ctx.error("version", "unsupported version %s" % describe(uc["version"]),
                   'PyMotor reads only "version": "v2.0"')
-    warn_unknown_keys(ctx, uc, TOP_LEVEL_KEYS, "", "top-level")
+    reject_unknown_keys(ctx, uc, TOP_LEVEL_KEYS, "", "top-level")
     for key in TOP_LEVEL_KEYS[2:]:  # version and motor_deploy_config are checked on their own
         dict_or_none(ctx, uc, key, key)
     if isinstance(uc.get("motor_engine_encode_config"), dict):
@@ -71,7 +71,7 @@ def check_deploy(ctx, uc):
                           hint="PyMotor needs motor_deploy_config with instance counts and hardware_type")
     if deploy is None:
         return None, None, None
-    warn_unknown_keys(ctx, deploy, DEPLOY_CONFIG_KEYS, "motor_deploy_config", "motor_deploy_config")
+    reject_unknown_keys(ctx, deploy, DEPLOY_CONFIG_KEYS, "motor_deploy_config", "motor_deploy_config")
     hardware = _check_hardware(ctx, deploy)
     job_id = str_or_none(ctx, deploy, "job_id", "motor_deploy_config.job_id", required=True,
                          hint='add "job_id": "mindie-motor"')

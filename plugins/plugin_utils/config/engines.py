@@ -16,7 +16,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context impo
     int_in,
     join_path,
     str_or_none,
-    warn_unknown_keys,
+    reject_unknown_keys,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.deploy import _check_counts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import (
@@ -70,7 +70,7 @@ def _check_engine_type(ctx, section, path):
 
 
 def _check_section_extras(ctx, section, path):
-    warn_unknown_keys(ctx, section, ENGINE_SECTION_KEYS, path, "engine section")
+    reject_unknown_keys(ctx, section, ENGINE_SECTION_KEYS, path, "engine section")
     profile = section.get("dispatch_profile")
     if profile is not None and profile not in DISPATCH_PROFILES:
         ctx.error(path + ".dispatch_profile", "unknown dispatch_profile %s" % describe(profile),
