@@ -473,15 +473,17 @@ def test_non_publishing_events_shift_per_container():
         "replay_endpoint": "tcp://*:6668"}
 
 
-def test_mixed_hardware_hosts_are_not_used_for_engines():
+def test_engine_hosts_of_another_hardware_type_are_refused():
+    """Issue 36: a job whose hardware_type does not match its engine hosts is an error listing every such host (it was
+    a warning, and the host stayed idle); a control host of another type is fine."""
     cfg = contract_config(roles={"prefill": (1, 1, 8, 1), "decode": (1, 1, 8, 1)})
-    hosts = inventory(engine=3, control=1, e1={"motor_hardware_type": "800I_A3"})
-    plan = build_plan(cfg, hosts)
-    assert {c["host"] for c in plan["containers"] if c["tier"] == 2} == {"e2", "e3"}
-    assert any("hosts.e1.motor_hardware_type" in w for w in plan["warnings"])
+    hosts = inventory(engine=3, control=1, e1={"motor_hardware_type": "800I_A3"}, e3={"motor_hardware_type": "800I_A3"})
     with pytest.raises(MotorPlanError) as err:
-        build_plan(cfg, inventory(engine=2, control=1, e1={"motor_hardware_type": "800I_A3"}))
-    assert "800I_A3: 16 NPUs on 1 hosts" in str(err.value) and "800I_A2: 8 NPUs on 1 hosts" in str(err.value)
+        build_plan(cfg, hosts)
+    assert [p.path for p in err.value.problems] == ["hosts.e1.motor_hardware_type", "hosts.e3.motor_hardware_type"]
+    assert "800I_A3 host in motor_engine_hosts, but the job's hardware_type is 800I_A2" in str(err.value)
+    plan = build_plan(cfg, inventory(engine=2, control=1, c1={"motor_hardware_type": "800I_A3"}))
+    assert {c["host"] for c in plan["containers"] if c["tier"] == 2} == {"e1", "e2"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -861,7 +863,7 @@ def test_kept_pods_take_their_ports_before_new_pods():
 ])
 def test_unusable_previous_entries_place_the_instance_fresh(mutate):
     cfg = contract_config(roles={"prefill": (1, 1, 4, 1), "decode": (1, 1, 4, 1)})
-    hosts = inventory(engine=2, control=1, x1={"motor_host_ip": "10.0.2.1", "group_names": [ENGINE],
+    hosts = inventory(engine=2, control=1, x1={"motor_host_ip": "10.0.2.1", "group_names": [CONTROL],
                                                "motor_hardware_type": "800I_A3"})
     hosts["e1"]["motor_npu_ids"] = "0-7"
     # previous: p0 on e1 0-3, d0 on e2 4-7 (not where first fit would put it)
