@@ -759,7 +759,7 @@ def seed_scaled(p_count):
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_previous_none_empty_or_unusable_is_todays_plan(name):
     cfg = load_fixture(name)
-    hosts = inventory(engine=4, control=1, e1={"motor_reserved_ports": [9000, "10000-10003"]})
+    hosts = inventory(engine=4, control=1, e1={"motor_reserved_ports": [3026, "10000-10003"]})  # defaults move
     try:
         plan = build_plan(cfg, hosts)
     except MotorPlanError:
