@@ -45,9 +45,6 @@ def check_top_level(ctx, uc):
     reject_unknown_keys(ctx, uc, TOP_LEVEL_KEYS, "", "top-level")
     for key in TOP_LEVEL_KEYS[2:]:  # version and motor_deploy_config are checked on their own
         dict_or_none(ctx, uc, key, key)
-    if isinstance(uc.get("motor_engine_encode_config"), dict):
-        ctx.warn("motor_engine_encode_config", "encode (EPD) instances are not deployed by this collection",
-                 "the section is passed through untouched")
 
 
 def _check_hardware(ctx, deploy):

@@ -31,6 +31,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.kv import (
     check_scheduler,
     derive_prefill_kv_event_config,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.modes import check_modes
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.overrides import apply_overrides
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.ports import check_ports
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import VERSION
@@ -80,6 +81,7 @@ def normalize(user_config, env_config=None, overrides=None):
     uc = copy.deepcopy(merged)
     check_top_level(ctx, uc)
     check_sections(ctx, uc)
+    check_modes(ctx, uc)
     deploy_info = check_deploy(ctx, uc)
     mode = detect_mode(ctx, uc, deploy_info[0])
     roles = ("union",) if mode == "pd_hybrid" else ("prefill", "decode")
