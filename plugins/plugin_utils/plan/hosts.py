@@ -240,8 +240,10 @@ def parse_hosts(hosts, hw_default, problems, warnings):
         # NPUs: the inventory's motor_npu_ids, else the devices discovery read, else every id of the hardware type
         # (issue 36: a host's NPUs come from the host, not from the number the type name ends with)
         probed = hvars.get("motor_npu_probed")
-        max_npus = HARDWARE_NPUS[hw] if hw in FIXED_NPU_HARDWARE else max(HARDWARE_NPUS.get(hw, 16), NPU_ID_CEILING,
-                                                                           len(probed or []))
+        if hw in FIXED_NPU_HARDWARE:
+            max_npus = HARDWARE_NPUS[hw]
+        else:
+            max_npus = max(HARDWARE_NPUS.get(hw, 16), NPU_ID_CEILING, len(probed or []))
         raw_ids = hvars.get("motor_npu_ids")
         if raw_ids is None:
             ids = [i for i in probed if i < max_npus] if probed else list(range(HARDWARE_NPUS.get(hw, 16)))

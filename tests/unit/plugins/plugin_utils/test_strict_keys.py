@@ -130,7 +130,7 @@ def test_sections_refused_at_once_and_value_untouched():
     set_path(user, COORD + ".scheduler_config.schedular_type", "kv_cache_affinity")
     set_path(user, CTRL + ".api_config.controller_api_prot", 1)
     env["motor_engine_decoder_env"] = {}
-    _, problems = refusal(user, env, "")
+    problems = refusal(user, env, "")[1]
     assert {COORD + ".scheduler_config.schedular_type", CTRL + ".api_config.controller_api_prot",
             "env_config.motor_engine_decoder_env"} <= {p.path for p in problems}
     assert normalize(before, load("vllm")[1])["user_config"][COORD] == normalize(*load("vllm"))["user_config"][COORD]
