@@ -59,7 +59,8 @@ def test_readme_validate_and_plan_run_as_written(tmp_path):
     assert commands[0].startswith("make venv") and any("playbooks/plan.yml" in c for c in commands)
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("ANSIBLE_", "PYTHONPATH", "VIRTUAL_ENV", "MAKE", "MFLAGS"))}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if str(VENV) not in p)
+    venvs = {str(VENV), sys.prefix}  # a new shell has no venv on PATH until the README's activate line
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not any(v in p for v in venvs))
     env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))
     script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
     proc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=600,
