@@ -19,6 +19,8 @@ from typing import NamedTuple
 HARDWARE_A5 = ("350-Atlas-8", "350-Atlas-16", "350-Atlas-4p-8", "350-Atlas-4p-16", "850-Atlas-8p-8",
                "850-SuperPod-Atlas-8", "950-SuperPod-Atlas-8")
 HARDWARE_NPUS = {"800I_A2": 8, "800I_A3": 16, **{hw: int(hw.rsplit("-", 1)[1]) for hw in HARDWARE_A5}}
+# Products whose NPU count is the product's (the A5 numbers are schedule policies: a host may have more, issue 36).
+FIXED_NPU_HARDWARE = ("800I_A2", "800I_A3")
 # NPUs that belong together on one host: A3 die pairs; the A5 "4p" cards hold 4 chips (schedule policy chip4-node<M>).
 # A pod's block starts on a group boundary when it fills whole groups, and never straddles one when it is smaller.
 NPU_GROUP = {"800I_A3": 2, "350-Atlas-4p-8": 4, "350-Atlas-4p-16": 4}

@@ -36,7 +36,7 @@ import simctl
 from ansible_collections.pymotor.ascend.tests.unit.corpus_edit import deep_merge, segments, set_path
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = "pymotor-badin"
+PREFIX = "pymotor-badin" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own cluster per concurrent run
 VENV_BIN = Path(sys.executable).parent
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "configs"
 UNIT_CORPUS = FIXTURES / "broken_cases.yaml"

@@ -22,9 +22,10 @@ from support import REPO, recap_changed
 PREFIX = "pymotor-ops" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts, e.g. "-strict"
 IMAGE = "local/pymotor-ops:test"
 JOB = "ops-job"
-SECRET = "FAKE-SECRET-9f3a1c"
-TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-5d90ab-----END PRIVATE KEY-----"  # noqa: S105  (test data)
-TLS_PASSWORD = "FAKE-TLSPASS-7e21c4"  # noqa: S105
+# Secrets only where PyMotor reads them (an unknown key is refused): TLSConfig's key_file and passwd_file.
+SECRET = "/etc/pymotor-keys/FAKE-SECRET-9f3a1c/key_pwd.txt"
+TLS_KEY = "/etc/pymotor-keys/FAKE-TLSKEY-5d90ab/server.key"  # noqa: S105  (test data)
+TLS_PASSWORD = "/etc/pymotor-keys/FAKE-TLSPASS-7e21c4/infer_pwd.txt"  # noqa: S105
 
 pytestmark = pytest.mark.docker
 
@@ -42,9 +43,9 @@ def cluster(tmp_path_factory):
     user = json.loads((REPO / "examples/seed_pd_separation/user_config.json").read_text())
     user["motor_deploy_config"]["job_id"] = JOB
     user["motor_deploy_config"]["image_name"] = IMAGE
-    user["motor_controller_config"] = {"api_key": SECRET}
-    user["motor_deploy_config"]["tls_config"] = {"mgmt_tls_config": {
-        "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD}}
+    user["motor_deploy_config"]["tls_config"] = {
+        "mgmt_tls_config": {"enable_tls": False, "key_file": TLS_KEY, "passwd_file": SECRET},
+        "infer_tls_config": {"enable_tls": False, "passwd_file": TLS_PASSWORD}}
     (config_dir / "user_config.json").write_text(json.dumps(user, indent=2))
     (config_dir / "env.json").write_text((REPO / "examples/seed_pd_separation/env.json").read_text())
     simctl.down(PREFIX)
@@ -224,9 +225,9 @@ def test_collect_logs_masks_secrets(cluster):
     with tarfile.open(archives[0]) as tar:
         config = next(m for m in tar.getmembers() if m.name.endswith(f"{JOB}-p0-0/user_config.json"))
         masked = json.loads(tar.extractfile(config).read())
-    assert masked["motor_controller_config"]["api_key"] == "********"
-    tls = masked["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]
-    assert tls["tls_key"] == tls["tls_key_password"] == "********"
+    tls = masked["motor_deploy_config"]["tls_config"]
+    assert tls["mgmt_tls_config"]["key_file"] == tls["mgmt_tls_config"]["passwd_file"] == "********"
+    assert tls["infer_tls_config"]["passwd_file"] == "********"
 
 
 def test_stop_is_idempotent(cluster):

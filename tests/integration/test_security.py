@@ -31,7 +31,7 @@ from fault_support import (
 PREFIX = "pymotor-sec"
 JOB = "sec-job"
 API_KEY = "FAKE-APIKEY-7c41e2"
-TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-5d90ab-----END PRIVATE KEY-----"
+TLS_KEY_FILE = "/etc/pymotor-keys/FAKE-TLSKEY-5d90ab/server.key"  # PyMotor's TLSConfig.key_file
 TLS_PASSWORD = "FAKE-TLSPASS-88e1f0"
 PASSWD_FILE = "/etc/pymotor-keys/FAKE-PWDFILE-41b7e3/key_pwd.txt"  # PyMotor's TLSConfig.passwd_file
 ENV_TOKEN = "FAKE-ENVTOKEN-2c8d51"
@@ -45,12 +45,13 @@ def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("security")
     build_image()
     config = tmp / "config"
-    # Where PyMotor reads credentials: the controller's API key and the management TLS settings.
+    # Where PyMotor reads credentials (only keys it knows: an unknown key is refused): the management TLS settings
+    # (TLSConfig's key_file and passwd_file); the API key and the key's password as environment variables.
     write_config(config, JOB, user_extra={
-        "motor_controller_config": {"api_key": API_KEY},
         "motor_deploy_config": {"tls_config": {"mgmt_tls_config": {
-            "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD, "passwd_file": PASSWD_FILE}}}},
-        env_extra={"motor_common_env": {"HF_TOKEN": ENV_TOKEN}})
+            "enable_tls": False, "key_file": TLS_KEY_FILE, "passwd_file": PASSWD_FILE}}}},
+        env_extra={"motor_common_env": {"HF_TOKEN": ENV_TOKEN, "MOTOR_API_KEY": API_KEY,
+                                        "TLS_KEY_PASSWORD": TLS_PASSWORD}})
     simctl.down(PREFIX)
     try:
         hosts = simctl.up(1, "800I_A2", PREFIX, control=True)
@@ -150,13 +151,13 @@ def test_plan_file_holds_no_secret_and_is_0600(cluster):
     text = path.read_text()
     assert not [secret for secret in SECRETS if secret in text]
     for container in cluster["plan"]["containers"]:
-        assert container["user_config"]["motor_controller_config"]["api_key"] == "********"
         tls = container["user_config"]["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]
-        assert tls["tls_key"] == tls["tls_key_password"] == tls["passwd_file"] == "********"
+        assert tls["key_file"] == tls["passwd_file"] == "********"
         assert tls["enable_tls"] is False
         # env.json reaches a container through the set_*_env functions (and its Docker env where PyMotor sets it)
-        assert container["shell_env"]["set_common_env"]["HF_TOKEN"] == "********"
-        assert container["env"].get("HF_TOKEN", "********") == "********"
+        for name in ("HF_TOKEN", "MOTOR_API_KEY", "TLS_KEY_PASSWORD"):
+            assert container["shell_env"]["set_common_env"][name] == "********"
+            assert container["env"].get(name, "********") == "********"
 
 
 def test_the_containers_still_get_the_secrets(cluster):
@@ -171,7 +172,7 @@ def test_the_containers_still_get_the_secrets(cluster):
     engine = next(c for c in cluster["plan"]["containers"] if c["role"] == "prefill")
     rc, out = simctl.host_exec(engine["host"], f"cat {engine['configmap_path']}/user_config.json")
     rendered = json.loads(out)
-    assert rc == 0 and rendered["motor_controller_config"]["api_key"] == API_KEY
+    assert rc == 0 and rendered["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]["key_file"] == TLS_KEY_FILE
     assert rendered["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]["passwd_file"] == PASSWD_FILE
 
 

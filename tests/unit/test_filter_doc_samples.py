@@ -60,8 +60,14 @@ def inventory_hosts() -> dict:
 def seed(p_instances=1):
     user = json.loads((SEED / "user_config.json").read_text())
     user["motor_deploy_config"]["p_instances_num"] = p_instances
-    user["motor_controller_config"] = {**user.get("motor_controller_config", {}), "api_key": "sk-not-a-real-key"}
     env = json.loads((SEED / "env.json").read_text())
+    return user, env
+
+
+def seed_with_secret():
+    """The seed with a secret-looking key to mask (not a key PyMotor reads: validation would refuse it)."""
+    user, env = seed()
+    user["motor_controller_config"] = {**user.get("motor_controller_config", {}), "api_key": "sk-not-a-real-key"}
     return user, env
 
 
@@ -211,7 +217,7 @@ REAL_OUTPUT = {
         {"msg": "x", "attempts": 3}, [{"item": {"name": "mindie-motor-p0-0", "host": "npu-a2-01"},
                                        "stdout": "ERROR engine died"}], 5),
     "motor_ops_kv_verdict": lambda: FILTERS["motor_ops_kv_verdict"]("0.11.0", ["array"]),
-    "motor_ops_mask": lambda: FILTERS["motor_ops_mask"](seed()[0]),
+    "motor_ops_mask": lambda: FILTERS["motor_ops_mask"](seed_with_secret()[0]),
     "motor_ops_mask_text": lambda: FILTERS["motor_ops_mask_text"]('export HF_TOKEN="hf_not_a_real_token"'),
     "motor_ops_mask_document": lambda: FILTERS["motor_ops_mask_document"](json.dumps(
         {"motor_controller_config": {"api_key": "sk-not-a-real-key", "max_tokens": 512}})),

@@ -58,7 +58,7 @@ def test_plan_playbook_prints_table_and_writes_json(example_run):
                      "mindie-motor-p0-0"]
     assert plan["hosts"]["npu-a2-01"]["ip"] == "192.0.2.11"
     assert plan["hosts"]["npu-a2-01"]["nic"] == "enp189s0f0"
-    assert plan["hosts"]["npu-a2-02"]["reserved_ports"] == [[9000, 9000], [20000, 20010]]
+    assert plan["hosts"]["npu-a2-02"]["reserved_ports"] == [[9100, 9100], [20000, 20010]]
     assert plan["coordinator"]["url"] == "http://192.0.2.10:1025"
     p0 = next(c for c in plan["containers"] if c["name"] == "mindie-motor-p0-0")
     assert p0["env"]["HCCL_SOCKET_IFNAME"] == "enp189s0f0" and p0["env"]["COORDINATOR_SERVICE"] == "192.0.2.10"

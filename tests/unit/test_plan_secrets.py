@@ -2,7 +2,7 @@
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """No secret at rest nor in output at plan time: playbooks/plan.yml on the example inventory (no host touched) with
-an API key, a TLS key and its password in user_config.json and a token in env.json, at -v, -vv and -vvv with
+a TLS key file and password file in user_config.json and an API key, a key password and a token in env.json, at -v, -vv and -vvv with
 --diff: the plan file holds none of them (masked as collect_logs masks), is mode 0600 (also when it was there with
 another mode), and neither the output nor the diff shows them."""
 
@@ -19,7 +19,7 @@ from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import ansible_en
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 API_KEY = "FAKE-APIKEY-unit-3b7f"
-TLS_KEY = "-----BEGIN PRIVATE KEY-----FAKE-TLSKEY-unit-a1c9-----END PRIVATE KEY-----"
+TLS_KEY_FILE = "/etc/pymotor-keys/FAKE-TLSKEY-unit-a1c9/server.key"  # PyMotor's TLSConfig.key_file
 TLS_PASSWORD = "FAKE-TLSPASS-unit-0d42"  # noqa: S105  (test data)
 PASSWD_FILE = "/etc/pymotor-keys/FAKE-PWDFILE-unit-93d0/key_pwd.txt"  # PyMotor's TLSConfig.passwd_file
 TOKEN = "FAKE-ENVTOKEN-unit-6e15"  # noqa: S105
@@ -30,11 +30,13 @@ def seeded_config(config_dir: Path) -> None:
     config_dir.mkdir(parents=True)
     user = json.loads((REPO / "examples/seed_pd_separation/user_config.json").read_text())
     env = json.loads((REPO / "examples/seed_pd_separation/env.json").read_text())
-    user["motor_controller_config"] = {**user.get("motor_controller_config", {}), "api_key": API_KEY}
+    # only keys PyMotor reads (an unknown key is refused): TLSConfig's key_file and passwd_file; the API key and the
+    # key's password as environment variables
     user["motor_deploy_config"]["tls_config"] = {"mgmt_tls_config": {
-        "enable_tls": False, "tls_key": TLS_KEY, "tls_key_password": TLS_PASSWORD,
-        "passwd_file": PASSWD_FILE}}
+        "enable_tls": False, "key_file": TLS_KEY_FILE, "passwd_file": PASSWD_FILE}}
     env["motor_common_env"]["HF_TOKEN"] = TOKEN
+    env["motor_common_env"]["MOTOR_API_KEY"] = API_KEY
+    env["motor_common_env"]["TLS_KEY_PASSWORD"] = TLS_PASSWORD
     (config_dir / "user_config.json").write_text(json.dumps(user, indent=2))
     (config_dir / "env.json").write_text(json.dumps(env, indent=2))
 
@@ -71,16 +73,16 @@ def test_plan_file_and_output_hold_no_secret(seeded, verbosity):
     assert not [s for s in SECRETS if s in raw]
     plan = json.loads(raw)
     for container in plan["containers"]:
-        assert container["user_config"]["motor_controller_config"]["api_key"] == "********"
         tls = container["user_config"]["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]
-        assert tls["tls_key"] == tls["tls_key_password"] == tls["passwd_file"] == "********" and tls["enable_tls"] is False
+        assert tls["key_file"] == tls["passwd_file"] == "********" and tls["enable_tls"] is False
         # env.json reaches a container through the set_*_env functions (and its Docker env where PyMotor sets it)
-        assert container["shell_env"]["set_common_env"]["HF_TOKEN"] == "********"
-        assert container["env"].get("HF_TOKEN", "********") == "********"
+        for name in ("HF_TOKEN", "MOTOR_API_KEY", "TLS_KEY_PASSWORD"):
+            assert container["shell_env"]["set_common_env"][name] == "********"
+            assert container["env"].get(name, "********") == "********"
     # what readers of the plan use stays readable (names, hosts, ports, devices, plain env)
     assert all(c["shell_env"]["set_common_env"]["MOTOR_LOG_ROOT_PATH"] == "/root/ascend/log" for c in plan["containers"])
     assert any(c["devices"] for c in plan["containers"])
-    assert "--- before: " in text and '"api_key": "********"' in text  # the diff, masked
+    assert "--- before: " in text and '"MOTOR_API_KEY": "********"' in text  # the diff, masked
 
 
 def test_a_plan_file_in_clear_is_masked_in_the_diff_too(seeded):

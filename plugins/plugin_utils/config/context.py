@@ -157,13 +157,14 @@ def suggest(key, known):
     return matches[0] if matches else None
 
 
-def warn_unknown_keys(ctx, mapping, known, path, what):
+def reject_unknown_keys(ctx, mapping, known, path, what):
+    """An unknown key where PyMotor's deployer drops it without a word: an error with a did-you-mean."""
     for key in mapping:
         if key in known:
             continue
         guess = suggest(key, known)
         hint = "did you mean '%s'?" % guess if guess else "check the spelling or remove it"
-        ctx.warn(join_path(path, key), "unknown %s key, ignored by PyMotor" % what, hint)
+        ctx.error(join_path(path, key), "unknown %s key: PyMotor would drop it without a word" % what, hint)
 
 
 def load_json_text(text, name):

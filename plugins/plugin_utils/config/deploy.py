@@ -11,7 +11,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context impo
     dict_or_none,
     int_in,
     str_or_none,
-    warn_unknown_keys,
+    reject_unknown_keys,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import (
     DEFAULT_DEPLOY_MODE,
@@ -26,6 +26,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema impor
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     DEPLOY_KEYS,
     ENGINE_SECTIONS,
+    FIXED_NPU_HARDWARE,
     HARDWARE_NPUS,
     NPU_GROUP,
     NPU_GROUP_NAME,
@@ -41,12 +42,9 @@ def check_top_level(ctx, uc):
     elif uc["version"] != VERSION:
         ctx.error("version", "unsupported version %s" % describe(uc["version"]),
                   'PyMotor reads only "version": "v2.0"')
-    warn_unknown_keys(ctx, uc, TOP_LEVEL_KEYS, "", "top-level")
+    reject_unknown_keys(ctx, uc, TOP_LEVEL_KEYS, "", "top-level")
     for key in TOP_LEVEL_KEYS[2:]:  # version and motor_deploy_config are checked on their own
         dict_or_none(ctx, uc, key, key)
-    if isinstance(uc.get("motor_engine_encode_config"), dict):
-        ctx.warn("motor_engine_encode_config", "encode (EPD) instances are not deployed by this collection",
-                 "the section is passed through untouched")
 
 
 def _check_hardware(ctx, deploy):
@@ -71,7 +69,7 @@ def check_deploy(ctx, uc):
                           hint="PyMotor needs motor_deploy_config with instance counts and hardware_type")
     if deploy is None:
         return None, None, None
-    warn_unknown_keys(ctx, deploy, DEPLOY_CONFIG_KEYS, "motor_deploy_config", "motor_deploy_config")
+    reject_unknown_keys(ctx, deploy, DEPLOY_CONFIG_KEYS, "motor_deploy_config", "motor_deploy_config")
     hardware = _check_hardware(ctx, deploy)
     job_id = str_or_none(ctx, deploy, "job_id", "motor_deploy_config.job_id", required=True,
                          hint='add "job_id": "mindie-motor"')
@@ -151,9 +149,13 @@ def _check_counts(ctx, deploy, role, hardware):
                    hint="PyMotor allows 1..%d instances per role" % INSTANCE_NUM_MAX)
     pods = int_in(ctx, deploy, pods_key, "motor_deploy_config." + pods_key, 1,
                   hint="an instance needs at least one pod, i.e. one host")
-    max_npus = HARDWARE_NPUS.get(hardware, 16)
+    # An Atlas 800I A2/A3 has its NPU count by product. An A5 type name is a schedule policy whose number is not the
+    # node's NPU count for every site (PyMotor's vllm_pd_hetero asks for 16-NPU pods on 950-SuperPod-Atlas-8): the
+    # plan checks those pods against the hosts' own NPUs (inventory motor_npu_ids or discovery), here only the largest
+    # host bounds them (issue 36).
+    max_npus = HARDWARE_NPUS.get(hardware, 16) if hardware in FIXED_NPU_HARDWARE else max(HARDWARE_NPUS.values())
     npus = int_in(ctx, deploy, npus_key, "motor_deploy_config." + npus_key, 1, max_npus,
-                  hint="%s hosts have %d NPUs" % (hardware or "800I_A3", max_npus))
+                  hint="%s hosts have at most %d NPUs" % (hardware or "800I_A3", max_npus))
     if npus is not None and splits_npu_group(hardware, npus):
         message = "%d NPUs per pod on %s splits a %s" % (npus, hardware, NPU_GROUP_NAME[hardware])
         ctx.warn("motor_deploy_config." + npus_key, message, "%s NPUs come in groups of %d; use a count that fills "

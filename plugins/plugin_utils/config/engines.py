@@ -16,7 +16,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context impo
     int_in,
     join_path,
     str_or_none,
-    warn_unknown_keys,
+    reject_unknown_keys,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.deploy import _check_counts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import (
@@ -32,6 +32,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema impor
     TRIGGER_CONNECTORS,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.sglang import check_sglang_engine
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.strict import check_vllm_keys
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS
 
 
@@ -69,7 +70,7 @@ def _check_engine_type(ctx, section, path):
 
 
 def _check_section_extras(ctx, section, path):
-    warn_unknown_keys(ctx, section, ENGINE_SECTION_KEYS, path, "engine section")
+    reject_unknown_keys(ctx, section, ENGINE_SECTION_KEYS, path, "engine section")
     profile = section.get("dispatch_profile")
     if profile is not None and profile not in DISPATCH_PROFILES:
         ctx.error(path + ".dispatch_profile", "unknown dispatch_profile %s" % describe(profile),
@@ -137,6 +138,8 @@ def check_engine(ctx, uc, role, deploy, hardware):
         name, model, dp, tp, pp, dp_local = check_sglang_engine(
             ctx, engine_config, ec_path, role, (pods, npus), weight_path)
     else:
+        if engine_type == "vllm":
+            check_vllm_keys(ctx, engine_config, ec_path)
         name, model = _check_model(ctx, engine_config, ec_path, weight_path)
         dp, tp, pp, dp_local = _check_parallel(ctx, engine_config, ec_path, pods, npus)
     if role == "decode" and "kv_events_config" in engine_config:

@@ -63,8 +63,8 @@ def normalize_env(ctx, env_config):
             continue
         if name not in ENV_SECTIONS:
             guess = suggest(name, ENV_SECTIONS)
-            ctx.warn(path, "unknown env.json section, ignored",
-                     "did you mean '%s'?" % guess if guess else "known: " + ", ".join(ENV_SECTIONS))
+            ctx.error(path, "unknown env.json section: its variables would reach no container",
+                      "did you mean '%s'?" % guess if guess else "known: " + ", ".join(ENV_SECTIONS))
             continue
         if not isinstance(section, dict):
             ctx.error(path, "expected an object, got %s" % describe(section), "a section maps NAME to value")

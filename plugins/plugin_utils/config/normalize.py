@@ -31,10 +31,12 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.kv import (
     check_scheduler,
     derive_prefill_kv_event_config,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.modes import check_modes
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.overrides import apply_overrides
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.ports import check_ports
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import VERSION
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.sglang import check_sglang_service
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.strict import check_sections
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import HARDWARE_NPUS, format_problem
 
 
@@ -78,6 +80,8 @@ def normalize(user_config, env_config=None, overrides=None):
         raise MotorConfigError(ctx.errors, ctx.warnings)
     uc = copy.deepcopy(merged)
     check_top_level(ctx, uc)
+    check_sections(ctx, uc)
+    check_modes(ctx, uc)
     deploy_info = check_deploy(ctx, uc)
     mode = detect_mode(ctx, uc, deploy_info[0])
     roles = ("union",) if mode == "pd_hybrid" else ("prefill", "decode")

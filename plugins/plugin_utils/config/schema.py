@@ -52,6 +52,7 @@ TOP_LEVEL_KEYS = (
     "motor_nodemanger_config", "motor_engine_prefill_config", "motor_engine_decode_config",
     "motor_engine_union_config", "motor_engine_encode_config", "kv_cache_pool_config",
     "kv_conductor_config",
+    "north_config",  # examples/deployer/lib/update_config_whitelist.py:27
 )
 
 

@@ -13,6 +13,7 @@ import re
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     CONTROL_GROUP,
     ENGINE_GROUP,
+    FIXED_NPU_HARDWARE,
     HARDWARE_NPUS,
     PORT_MAX,
     PORT_MIN,
@@ -25,6 +26,9 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory impo
 NIC_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
 
+# On an A5 host motor_npu_ids may name ids up to the largest NPU count of a known host type (16), whatever the number
+# its type name ends with (issue 36); an 800I A2/A3 has the NPUs of its product.
+NPU_ID_CEILING = max(HARDWARE_NPUS.values())
 # The per-host inventory variables the plan reads (see the module docstring).
 HOST_VARS = ("motor_host_ip", "motor_nic", "motor_npu_ids", "motor_reserved_ports", "motor_hardware_type",
              "motor_host_labels")
@@ -233,11 +237,16 @@ def parse_hosts(hosts, hw_default, problems, warnings):
                                     "use one of " + ", ".join(HARDWARE_NPUS)))
             hw = hw_default
         host.hw = hw
-        max_npus = HARDWARE_NPUS.get(hw, 16)
-        # NPUs
+        # NPUs: the inventory's motor_npu_ids, else the devices discovery read, else every id of the hardware type
+        # (issue 36: a host's NPUs come from the host, not from the number the type name ends with)
+        probed = hvars.get("motor_npu_probed")
+        if hw in FIXED_NPU_HARDWARE:
+            max_npus = HARDWARE_NPUS[hw]
+        else:
+            max_npus = max(HARDWARE_NPUS.get(hw, 16), NPU_ID_CEILING, len(probed or []))
         raw_ids = hvars.get("motor_npu_ids")
         if raw_ids is None:
-            ids = list(range(max_npus))
+            ids = [i for i in probed if i < max_npus] if probed else list(range(HARDWARE_NPUS.get(hw, 16)))
         else:
             ranges = parse_int_list(raw_ids, f"{path}.motor_npu_ids", "NPU ids", problems, 0, max_npus - 1)
             ids = []
@@ -265,9 +274,10 @@ def parse_hosts(hosts, hw_default, problems, warnings):
         for name, meant in misspelt_host_vars(hvars.get("motor_var_names")):
             problems.append(Problem(f"{path}.{name}", "is not a host variable of the plan, so it would be ignored",
                                     f"did you mean {meant}? (the plan reads {', '.join(HOST_VARS)})"))
-        if host.engine and hw != hw_default:
-            warnings.append(str(Problem(f"{path}.motor_hardware_type",
-                                        f"{hw} host gets no engine container: the config's hardware_type is {hw_default}",
-                                        "remove it from motor_engine_hosts or change hardware_type")))
+        if host.engine and hw != hw_default:  # issue 36: refused, where it was a warning and the host stayed idle
+            problems.append(Problem(f"{path}.motor_hardware_type",
+                                    f"{hw} host in motor_engine_hosts, but the job's hardware_type is {hw_default}",
+                                    "correct motor_hardware_type of the host or motor_deploy_config.hardware_type, or "
+                                    "remove the host from motor_engine_hosts"))
         parsed.append(host)
     return parsed

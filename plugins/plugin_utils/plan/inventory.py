@@ -44,6 +44,14 @@ def probed_address(probe: dict, nic) -> str | None:
     return None
 
 
+def probed_npus(probe: dict) -> list | None:
+    """The NPU device ids motor_host_probe read (/dev/davinciN), or None when the host was not read or has none."""
+    devices = (probe or {}).get("npu_devices")
+    if isinstance(devices, list) and devices and all(isinstance(d, int) and not isinstance(d, bool) for d in devices):
+        return sorted(devices)
+    return None
+
+
 def host_view(hostvars: dict, probe: dict | None = None) -> dict:
     """One host's input to the plan: its address, NIC, NPU ids, reserved ports, hardware type, groups and the names of
     its motor_* variables (a misspelt one is a problem of the plan).
@@ -72,6 +80,8 @@ def host_view(hostvars: dict, probe: dict | None = None) -> dict:
         "motor_npu_ids": hostvars.get("motor_npu_ids"),
         "motor_reserved_ports": hostvars.get("motor_reserved_ports") if "motor_reserved_ports" in hostvars else [],
         "motor_hardware_type": hostvars.get("motor_hardware_type"),
+        # the NPU devices discovery read on the host (/dev/davinciN): the host's NPUs when motor_npu_ids is unset
+        "motor_npu_probed": probed_npus(probe),
         "motor_host_labels": hostvars.get("motor_host_labels"),
         "motor_var_names": [name for name in hostvars if str(name).startswith("motor_")],
         "group_names": list(hostvars.get("group_names") or []),

@@ -163,11 +163,14 @@ class Planner(SGLangPlan, Placement, PortAssignment, HcclPorts, ContainerBuilder
                                              "fix the user_config and re-run motor_config"))
                 value = 1
             spec[field] = value
-        max_npus = HARDWARE_NPUS.get(self.config["hardware_type"], 16)
+        # the engine hosts' own NPU counts (inventory or discovery), not the number the type name ends with
+        max_npus = max([HARDWARE_NPUS.get(self.hw, 16)] + [len(h.npu_ids) for h in self.engine_hosts])
         if spec["npus"] > max_npus:
             self.problems.append(Problem(f"motor_deploy_config.{keys[2]}",
-                                         f"{spec['npus']} NPUs per pod do not fit on one {self.config['hardware_type']} host ({max_npus} NPUs)",
-                                         "use more pods per instance with fewer NPUs each"))
+                                         f"{spec['npus']} NPUs per pod do not fit on any {self.hw} engine host "
+                                         f"(at most {max_npus} NPUs)",
+                                         "use more pods per instance with fewer NPUs each, or list the hosts' NPUs "
+                                         "in motor_npu_ids"))
         hw = self.config["hardware_type"]
         if splits_npu_group(hw, spec["npus"]):
             self.warnings.append(str(Problem(f"motor_deploy_config.{keys[2]}",

@@ -30,6 +30,13 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     WATCHER_ROLE,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import as_int, dig, dotted, obj, user_set
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.pinned import (
+    collision,
+    engine_family,
+    in_range,
+    moved_default,
+    occupants,
+)
 
 
 def room_below(hosts, preferred, length):
@@ -64,15 +71,44 @@ class PortAssignment:
                                      f"no free TCP port left for {what} in {PORT_MIN}..{PORT_MAX}",
                                      "reserve fewer ports or spread the containers over more hosts"))
 
-    def _alloc(self, host, preferred, length, owner, what, source=None):
+    def _alloc_pinned(self, hosts, preferred, length, owners, what, source, family):
+        """A port the user set: taken as written on every host, or a collision problem naming both owners (pinned.py).
+
+        Returns the port, or None when only pods of the same role (``family``) hold it: the caller searches upwards.
+        """
+        taken = [(host, occupants(host, preferred, length)) for host in hosts]
+        foreign = [(host, [o for o in occ if o[1] is None or family is None or not family.fullmatch(o[1])])
+                   for host, occ in taken]
+        foreign = [(host, occ) for host, occ in foreign if occ]
+        if foreign:
+            host, occ = foreign[0]
+            self.problems.append(collision(source, what, preferred, length, host, occ, self._port_origin))
+            return preferred
+        if any(occ for _host, occ in taken):
+            return None
+        for host in hosts:
+            host.take(preferred, length, owners[host.name])
+            for port in range(preferred, preferred + length):
+                self._port_origin[(host.name, port)] = source
+        return preferred
+
+    def _alloc(self, host, preferred, length, owner, what, source=None, family=None):
+        if source is not None and in_range(preferred, length):
+            port = self._alloc_pinned([host], preferred, length, {host.name: owner}, what, source, family)
+            if port is not None:
+                return port
         port = host.alloc(preferred, length, owner)
         if port is None:
             self._fail_port(host, what, source, preferred, length=length)
             return preferred
         return port
 
-    def _alloc_common(self, hosts, preferred, length, owner, what, source=None):
+    def _alloc_common(self, hosts, preferred, length, owner, what, source=None, family=None):
         """Lowest port range free on every host in ``hosts``; ``owner`` maps host -> container name."""
+        if source is not None and in_range(preferred, length):
+            port = self._alloc_pinned(hosts, preferred, length, owner, what, source, family)
+            if port is not None:
+                return port
         start = max(preferred, PORT_MIN)
         while start + length - 1 <= PORT_MAX:
             moved = False
@@ -91,6 +127,7 @@ class PortAssignment:
 
     def assign_ports(self):
         ports = self.shared_ports
+        self._port_origin = {}  # (host, port) -> the user_config key that pinned it
         pool_host = self.control.get("kv_pool")
         if pool_host is not None:
             metrics = as_int(self.kv_pool.get("metrics_port")) or KV_POOL_METRICS_PORT
@@ -105,13 +142,15 @@ class PortAssignment:
         if self.previous:
             self._keep_previous_ports(control_ports)
         self._assign_event_base()
-        # control plane, coordinator first so that it keeps PyMotor's 1025/1026/1027 when possible
-        for label, host, owner, preferred, length, _key, warn, source in control_ports:
+        # control plane: the ports the user set first (only defaults move), then the coordinator first so that it
+        # keeps PyMotor's 1025/1026/1027 when possible
+        for label, host, owner, preferred, length, _key, warn, source in sorted(control_ports,
+                                                                                key=lambda spec: spec[7] is None):
             if label not in ports:
                 what = "worker metaserver" if label == "coordinator_metaserver" else label
                 ports[label] = self._alloc(host, preferred, length, owner, what, source)
-            if warn:
-                self._warn_moved(label, preferred, ports[label])
+            if warn and ports[label] != preferred:
+                self.warnings.append(moved_default(label, host, preferred, ports[label]))
         for role in self.engines:  # records the raised-kv_port warnings, in role order
             self._engine_port_prefs(role, warn=True)
         # engines, instance by instance (the instances kept in place first)
@@ -155,11 +194,12 @@ class PortAssignment:
         if "kv_pool" in self.control:
             specs.append(("kv_pool", self.control["kv_pool"], self._control_name("kv_pool"),
                           as_int(self.kv_pool.get("port")) or KV_POOL_PORT, 1, "master", True,
-                          "kv_cache_pool_config.port"))
+                          self._set_unless_default(self.kv_pool.get("port"), KV_POOL_PORT, "kv_cache_pool_config.port")))
         if "kv_conductor" in self.control:
             specs.append(("kv_conductor", self.control["kv_conductor"], self._control_name("kv_conductor"),
                           as_int(self.kv_conductor.get("http_server_port")) or CONDUCTOR_PORT, 1, "http", True,
-                          "kv_conductor_config.http_server_port"))
+                          self._set_unless_default(self.kv_conductor.get("http_server_port"), CONDUCTOR_PORT,
+                                                   "kv_conductor_config.http_server_port")))
         if self.plans_watcher():
             specs.append(("kv_watcher_metrics", self.control["kv_conductor"], self._control_name(WATCHER_ROLE),
                           WATCHER_METRICS_PORT, 1, "metrics", True, None))
@@ -168,6 +208,11 @@ class PortAssignment:
     def plans_watcher(self):
         """The job gets a KV watcher: the coordinator registers KV-event ranks with a conductor of the job."""
         return bool(self.affinity and "kv_conductor" in self.control and self.events_role is not None)
+
+    @staticmethod
+    def _set_unless_default(value, default, path):
+        """``path`` when the value is not the default motor_config fills in (a set default cannot be told apart)."""
+        return path if as_int(value) not in (None, default) else None
 
     def _pods_by_instance(self):
         by_instance = {}
@@ -279,11 +324,6 @@ class PortAssignment:
             prefs["kv"] = pref
         return prefs
 
-    def _warn_moved(self, label, preferred, got):
-        if got != preferred:
-            self.warnings.append(str(Problem(f"plan.ports.{label}", f"{preferred} is taken or reserved, using {got}",
-                                             "clients must use the port shown in the plan")))
-
     def _assign_event_base(self):
         """One event (and replay) base port for the publishing role, free for all its ranks on all hosts."""
         if self.events_role is None:
@@ -370,14 +410,16 @@ class PortAssignment:
         sources = prefs["sources"]
         hosts = [p["host"] for p in pods]
         owners = {p["host"].name: p["name"] for p in pods}
+        family = engine_family(self.job_id)
         if "dp_rpc" not in pods[0]:
-            dp_rpc = self._alloc_common(hosts, prefs["dp_rpc"], 1, owners, "data_parallel_rpc_port", sources["dp_rpc"])
+            dp_rpc = self._alloc_common(hosts, prefs["dp_rpc"], 1, owners, "data_parallel_rpc_port", sources["dp_rpc"],
+                                        family)
             for pod in pods:
                 pod["dp_rpc"] = dp_rpc
         if "kv_port" not in pods[0]:
             kv_port = None
             if spec["kv"] is not None:
-                kv_port = self._alloc_common(hosts, prefs["kv"], spec["npus"], owners, "kv_port", sources["kv"])
+                kv_port = self._alloc_common(hosts, prefs["kv"], spec["npus"], owners, "kv_port", sources["kv"], family)
             for pod in pods:
                 pod["kv_port"] = kv_port
         own_events = prefs["own_events"]
@@ -386,10 +428,10 @@ class PortAssignment:
             name = pod["name"]
             if "node_manager" not in pod:
                 pod["node_manager"] = self._alloc(host, prefs["node_manager"], 1, name, "node_manager_port",
-                                                  sources["node_manager"])
+                                                  sources["node_manager"], family)
             if "engine_base" not in pod:
                 pod["engine_base"] = self._alloc(host, prefs["engine_base"], 2 * spec["dpl"], name, "engine base_port",
-                                                 sources["engine_base"])
+                                                 sources["engine_base"], family)
             width = len(pod["rank_pool"])  # base + any rank of the instance: registration order decides
             if role == self.events_role:
                 pod["kv_events"] = self.shared_ports["kv_events"]

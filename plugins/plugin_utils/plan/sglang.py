@@ -24,7 +24,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     TIER_CONTROL,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.containers import CONTROL_SHM_SIZE
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import as_int, dig, ensure, truthy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import as_int, dig, ensure, truthy, user_set
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
 
@@ -75,7 +75,8 @@ class SGLangPlan:
         owners = {p["host"].name: p["name"] for p in pods}
         self.shared_ports["sglang_bootstrap"] = self._alloc_common(
             [p["host"] for p in pods], preferred, 1, owners, "disaggregation_bootstrap_port",
-            f"{section}.engine_config.disaggregation_bootstrap_port")
+            user_set(dig(self.user_config, section, "engine_config"), "disaggregation_bootstrap_port",
+                     f"{section}.engine_config.disaggregation_bootstrap_port"))
 
     def build_containers(self):
         super().build_containers()

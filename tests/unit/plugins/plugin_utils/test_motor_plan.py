@@ -477,15 +477,17 @@ def test_non_publishing_events_shift_per_container():
         "replay_endpoint": "tcp://*:6668"}
 
 
-def test_mixed_hardware_hosts_are_not_used_for_engines():
+def test_engine_hosts_of_another_hardware_type_are_refused():
+    """Issue 36: a job whose hardware_type does not match its engine hosts is an error listing every such host (it was
+    a warning, and the host stayed idle); a control host of another type is fine."""
     cfg = contract_config(roles={"prefill": (1, 1, 8, 1), "decode": (1, 1, 8, 1)})
-    hosts = inventory(engine=3, control=1, e1={"motor_hardware_type": "800I_A3"})
-    plan = build_plan(cfg, hosts)
-    assert {c["host"] for c in plan["containers"] if c["tier"] == 2} == {"e2", "e3"}
-    assert any("hosts.e1.motor_hardware_type" in w for w in plan["warnings"])
+    hosts = inventory(engine=3, control=1, e1={"motor_hardware_type": "800I_A3"}, e3={"motor_hardware_type": "800I_A3"})
     with pytest.raises(MotorPlanError) as err:
-        build_plan(cfg, inventory(engine=2, control=1, e1={"motor_hardware_type": "800I_A3"}))
-    assert "800I_A3: 16 NPUs on 1 hosts" in str(err.value) and "800I_A2: 8 NPUs on 1 hosts" in str(err.value)
+        build_plan(cfg, hosts)
+    assert [p.path for p in err.value.problems] == ["hosts.e1.motor_hardware_type", "hosts.e3.motor_hardware_type"]
+    assert "800I_A3 host in motor_engine_hosts, but the job's hardware_type is 800I_A2" in str(err.value)
+    plan = build_plan(cfg, inventory(engine=2, control=1, c1={"motor_hardware_type": "800I_A3"}))
+    assert {c["host"] for c in plan["containers"] if c["tier"] == 2} == {"e1", "e2"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -531,7 +533,10 @@ def test_reserved_ports_move_control_plane_ports_with_warnings():
     assert plan["coordinator"]["infer_port"] == 1026
     assert plan["controller"]["api_port"] == 2031 and plan["controller"]["obs_port"] == 2032
     assert plan["kv_pool"]["port"] == 50089
-    assert any(w.startswith("plan.ports.coordinator_infer") for w in plan["warnings"])
+    # only defaults move, and the warning names the key that pins them
+    assert "motor_coordinator_config.api_config.coordinator_api_infer_port: default 1025 is taken or reserved on " \
+           "host c1, the plan uses 1026 (clients must use the port shown in the plan; set " \
+           "motor_coordinator_config.api_config.coordinator_api_infer_port to a free port to pin it)" in plan["warnings"]
     for cont in plan["containers"]:
         assert cont["user_config"]["kv_cache_pool_config"]["port"] == 50089
         assert cont["user_config"]["motor_coordinator_config"]["api_config"]["coordinator_api_infer_port"] == 1026
@@ -758,7 +763,7 @@ def seed_scaled(p_count):
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_previous_none_empty_or_unusable_is_todays_plan(name):
     cfg = load_fixture(name)
-    hosts = inventory(engine=4, control=1, e1={"motor_reserved_ports": [9000, "10000-10003"]})
+    hosts = inventory(engine=4, control=1, e1={"motor_reserved_ports": [3026, "10000-10003"]})  # defaults move
     try:
         plan = build_plan(cfg, hosts)
     except MotorPlanError:
@@ -863,7 +868,7 @@ def test_kept_pods_take_their_ports_before_new_pods():
 ])
 def test_unusable_previous_entries_place_the_instance_fresh(mutate):
     cfg = contract_config(roles={"prefill": (1, 1, 4, 1), "decode": (1, 1, 4, 1)})
-    hosts = inventory(engine=2, control=1, x1={"motor_host_ip": "10.0.2.1", "group_names": [ENGINE],
+    hosts = inventory(engine=2, control=1, x1={"motor_host_ip": "10.0.2.1", "group_names": [CONTROL],
                                                "motor_hardware_type": "800I_A3"})
     hosts["e1"]["motor_npu_ids"] = "0-7"
     # previous: p0 on e1 0-3, d0 on e2 4-7 (not where first fit would put it)

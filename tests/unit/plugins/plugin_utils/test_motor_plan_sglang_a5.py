@@ -53,9 +53,20 @@ def test_sglang_pd_separation_plan_wires_mf_store_and_bootstrap():
     assert build_plan(load_fixture("sglang_pd_separation"), hosts, placement_of(plan)) == plan
 
 
-def test_sglang_bootstrap_port_taken_moves_for_every_prefill():
+def test_sglang_bootstrap_port_set_and_taken_is_refused():
+    """The fixture sets disaggregation_bootstrap_port 8998: a port the user set never moves (issue 36)."""
+    hosts = inventory(engine=2, control=1, e1={"motor_reserved_ports": [8998]})
+    with pytest.raises(MotorPlanError) as err:
+        build_plan(load_fixture("sglang_pd_separation"), hosts)
+    problem = err.value.problems[0]
+    assert problem.path == "motor_engine_prefill_config.engine_config.disaggregation_bootstrap_port"
+    assert "hosts.e1.motor_reserved_ports (reserves 8998)" in problem.message
+
+
+def test_sglang_default_bootstrap_port_taken_moves_for_every_prefill():
     hosts = inventory(engine=2, control=1, e1={"motor_reserved_ports": [8998]}, e2={"motor_reserved_ports": [8998]})
-    cfg = load_fixture("sglang_pd_separation")
+    cfg = load_fixture("sglang_pd_separation",
+                       [{"motor_engine_prefill_config": {"engine_config": {"disaggregation_bootstrap_port": None}}}])
     plan = build_plan(cfg, hosts)
     conts = by_name(plan)
     port = conts["sgl-p0-0"]["port_map"]["bootstrap"]

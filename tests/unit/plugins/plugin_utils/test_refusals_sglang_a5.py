@@ -66,7 +66,7 @@ CASES = [
      DEPLOY + ".hardware_type", "350-Atlas-8"),
     ("A5 type without hosts of it", "sglang_a5", lambda u: None,
      {"e1": {"motor_hardware_type": "800I_A2"}, "e2": {"motor_hardware_type": "800I_A2"}},
-     "hosts", "motor_deploy_config.hardware_type"),
+     "hosts.e1.motor_hardware_type", "motor_deploy_config.hardware_type"),
     ("A5 heterogeneous without labelled hosts", "vllm_a5_pd_heterogeneous", lambda u: None, {},
      DEPLOY + ".single_p_instance_pod_num", "motor_host_labels"),
     ("A5 heterogeneous NPU shortage", "vllm_a5_pd_heterogeneous", _deploy(p_instances_num=3), LABELS,

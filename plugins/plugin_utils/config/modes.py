@@ -1,0 +1,50 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Every upstream deploy mode deployed or refused by name (issue 36): no mode is validated and then ignored.
+
+Deployed: deploy_mode infer_service_set (the default) and multi_deployment (on bare metal both are the same containers:
+one per control role and per engine pod). Refused, with the reason: deploy_mode single_container and the scheduler's
+pd_disaggregation_single_container (every role in one pod), master-standby (two replicas and an etcd election), encode
+(EPD) instances. Paths are upstream PyMotor's (../shared/upstream/pymotor).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import is_int
+
+SINGLE_CONTAINER_WHY = ("runs every role of the job in one container (upstream examples/deployer/deploy.py:172, "
+                        "startup/roles/all_combine_in_single_container.sh); this collection deploys one container per "
+                        "control role and per engine pod and does not deploy that mode")
+STANDBY_WHY = ("master-standby runs two replicas with an etcd lock election (upstream examples/deployer/lib/generator/"
+               "controller.py:19-25, coordinator.py:19-24, motor/config/standby.py:19); this collection deploys one "
+               "%s and no etcd, so the mode would be configured and never run")
+ENCODE_WHY = ("encode (EPD) instances are not placed by this collection: no container would run them while the "
+              "coordinator and controller expect them")
+
+
+def _standby_on(section):
+    standby = section.get("standby_config") if isinstance(section, dict) else None
+    return isinstance(standby, dict) and standby.get("enable_master_standby") is True
+
+
+def check_modes(ctx, uc):
+    """Refuse, by name, the upstream modes this collection does not deploy."""
+    deploy = uc.get("motor_deploy_config") if isinstance(uc.get("motor_deploy_config"), dict) else {}
+    if deploy.get("deploy_mode") == "single_container":
+        ctx.error("motor_deploy_config.deploy_mode", "single_container %s" % SINGLE_CONTAINER_WHY,
+                  'use "infer_service_set" (the default) or "multi_deployment": both deploy the same containers here')
+    coordinator = uc.get("motor_coordinator_config")
+    scheduler = coordinator.get("scheduler_config") if isinstance(coordinator, dict) else None
+    if isinstance(scheduler, dict) and scheduler.get("deploy_mode") == "pd_disaggregation_single_container":
+        ctx.error("motor_coordinator_config.scheduler_config.deploy_mode",
+                  "pd_disaggregation_single_container %s" % SINGLE_CONTAINER_WHY, 'use "pd_separate"')
+    for key, role in (("motor_controller_config", "controller"), ("motor_coordinator_config", "coordinator")):
+        if _standby_on(uc.get(key)):
+            ctx.error(key + ".standby_config.enable_master_standby", STANDBY_WHY % role,
+                      "set it to false; the containers' Docker restart policy restarts a failed %s" % role)
+    encode = uc.get("motor_engine_encode_config")
+    if isinstance(encode, dict) and encode:
+        ctx.error("motor_engine_encode_config", ENCODE_WHY, "remove the section (and e_instances_num)")
+    if is_int(deploy.get("e_instances_num")) and deploy["e_instances_num"] > 0:
+        ctx.error("motor_deploy_config.e_instances_num", ENCODE_WHY, "remove it or set it to 0")
