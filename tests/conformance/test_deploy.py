@@ -7,6 +7,7 @@ and any regression fails here."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -31,7 +32,7 @@ STALL_TIMEOUT = 45
 class Cluster:
     def __init__(self, seed: str, tmp: Path, image: str):
         self.seed, self.tmp, self.image = seed, tmp, image
-        self.prefix = f"pymotor-conf-{seed.replace('_', '')[:8]}"
+        self.prefix = f"pymotor-conf-{seed.replace('_', '')[:8]}" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
         self.job = f"conf-{seed.replace('_', '-')}"
         self.config = tmp / "config"
         self.inventory = tmp / "hosts.yml"

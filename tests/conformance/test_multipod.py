@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import subprocess
 import sys
@@ -37,7 +38,7 @@ import simctl  # noqa: E402
 import support  # noqa: E402
 
 SEED = "examples/seed_pd_separation"
-PREFIX = "pymotor-conf-multipod"
+PREFIX = "pymotor-conf-multipod" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts, e.g. "-i33"
 JOB = "conf-multipod"
 HARDWARE = "800I_A2"
 READY_TIMEOUT = 150  # the real control plane is ready ~20 s after its containers start
