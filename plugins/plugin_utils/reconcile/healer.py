@@ -20,7 +20,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets 
 HEALER_SCRIPT = "motor_healer.py"
 HEALER_CONFIG = "healer.json"
 HEALER_INSTANCES = "healer_instances.json"
-HEALER_BLOCK = """# healer_begin (pymotor.ascend: the controller's healer, docs/design.md "The controller heals a stranded coordinator")
+HEALER_BLOCK = """# healer_begin (pymotor.ascend: the controller's healer, docs/design.md of the collection)
 python3 -u "$CONFIGMAP_PATH/%s" "$CONFIGMAP_PATH/%s" &
 # healer_end
 """ % (HEALER_SCRIPT, HEALER_CONFIG)
