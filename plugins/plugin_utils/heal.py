@@ -23,14 +23,14 @@ This file runs in two places:
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
 import ssl
 import sys
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 
 # roles whose live instance makes upstream's coordinator ready (only_prefill is ready; only_decode is not)
 READY_ROLES = ("prefill", "union")
@@ -73,12 +73,21 @@ def _context(tls):
 
 
 def get_json(target, timeout=3):
-    """The JSON body of a 200 answer, else None."""
+    """The JSON body of a 200 answer to GET ``target["url"]``, else None (http.client: this file runs alone)."""
+    url = urllib.parse.urlsplit(target["url"])
+    if url.scheme == "https":
+        conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=_context(target.get("tls")))
+    else:
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
     try:
-        with urllib.request.urlopen(target["url"], timeout=timeout, context=_context(target.get("tls"))) as resp:
-            return json.loads(resp.read()) if resp.status == 200 else None
-    except (OSError, ValueError, urllib.error.URLError):
+        conn.request("GET", url.path + ("?" + url.query if url.query else ""))
+        resp = conn.getresponse()
+        body = resp.read()
+        return json.loads(body) if resp.status == 200 else None
+    except (OSError, ValueError, http.client.HTTPException):
         return None
+    finally:
+        conn.close()
 
 
 def observe(config, get=get_json):

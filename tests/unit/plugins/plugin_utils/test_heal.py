@@ -121,7 +121,7 @@ def test_end_controller_spares_pid_1_and_itself(tmp_path):
 def test_the_healer_script_runs_alone_on_the_standard_library(tmp_path):
     script = tmp_path / HEALER_SCRIPT
     script.write_text(healer_files(seed_plan())["mindie-motor-controller"][HEALER_SCRIPT])
-    out = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, check=False)
     assert out.returncode == 2 and "usage: motor_healer.py <healer.json>" in out.stderr
 
 
@@ -157,3 +157,31 @@ def test_union_instances_of_a_hybrid_job_are_watched():
     controller = next(c["name"] for c in plan["containers"] if c["role"] == "controller")
     instances = json.loads(with_instances({}, plan)[controller][HEALER_INSTANCES])
     assert [inst["role"] for inst in instances.values()] == ["union"]
+
+
+def test_get_json_reads_a_200_answer_and_gives_none_otherwise():
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = json.dumps({"ready": False, "path": self.path}).encode()
+            self.send_response(200 if self.path.startswith("/readiness") else 503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = "http://127.0.0.1:%d" % server.server_address[1]
+        assert heal.get_json({"url": base + "/readiness?status=normal", "tls": None}) == {
+            "ready": False, "path": "/readiness?status=normal"}
+        assert heal.get_json({"url": base + "/status", "tls": None}) is None  # 503
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert heal.get_json({"url": base + "/status", "tls": None}, timeout=1) is None  # refused
