@@ -38,6 +38,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes im
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
 
 
@@ -286,7 +287,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
-        "work": host_work(plan, result, judged, steps, startup, files),
+        "work": host_work(plan, result, judged, steps, startup, with_instances(files, plan)),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
         **stall_work(plan, result, judged),

@@ -18,9 +18,12 @@ DIAGNOSES = {
                 "host shows whether it restarts"),
     "ready": ("the coordinator does not report ready (no prefill/union instance assembled)",
               "an engine is still loading the model, or an engine / node manager failed (NPU busy or missing, "
-              "weights not mounted) so its instance never registered with the controller",
-              "if the engine logs below show loading progress, raise motor_service_ready_timeout; otherwise fix the "
-              "error they show and re-run the deploy"),
+              "weights not mounted) so its instance never registered with the controller; or the coordinator "
+              "restarted and upstream's controller did not re-send its instances (it re-sends only with a prefill "
+              "instance: PD hybrid), which the controller's healer repairs by restarting the controller",
+              "if the engine logs below show loading progress, raise motor_service_ready_timeout; if the engines "
+              "serve, look for 'motor-healer:' in `docker logs <job>-controller` (it acts after 40 s, with backoff); "
+              "otherwise fix the error they show and re-run the deploy"),
     "status_ok": ("a node manager or an engine endpoint does not report normal",
                   "its engine processes failed to start or crashed (NPU busy, weights missing, port taken), or the "
                   "controller never started them (upstream race: the node manager registered before its port "

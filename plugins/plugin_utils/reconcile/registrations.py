@@ -5,7 +5,8 @@
 
 Upstream's coordinator registers each prefill/union DP rank with the conductor once, when the controller hands it
 the instance; the controller hands it every instance again when the coordinator comes back not ready (its
-EventPusher pushes ``set``). So when the conductor lacks ranks of engines that keep running:
+EventPusher pushes ``set``, but only with a prefill instance: in PD hybrid the controller's healer restarts the
+controller, which adds every instance again; docs/design.md). So when the conductor lacks ranks of engines that keep running:
 
 - the KV watcher repairs it when it runs on (it remembers the coordinator's registrations): nothing to do but wait;
 - otherwise (the watcher is new, or restarts, and remembers nothing) the coordinator restarts, and registers them.

@@ -25,6 +25,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import HEALER_BLOCK, HEALER_SCRIPT, healer_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.runtime import runtime_options, runtime_volumes
 
@@ -121,7 +122,7 @@ fi
 def own_files(plan: dict, watcher_script: str) -> dict:
     """Files of the collection's own in a container's config directory, ``{container: {file: text}}``: the KV
     watcher's script and its config (the job's URLs and constants; no instance count in it, so scaling restarts
-    nobody else). They count in the container's config hash (``hashes.fold_files``)."""
+    nobody else), and the controller's healer (``reconcile/healer.py``). They count in the container's config hash (``hashes.fold_files``)."""
     out = {}
     for c in (plan or {}).get("containers") or []:
         if c.get("role") == WATCHER_ROLE:
@@ -134,6 +135,7 @@ def own_files(plan: dict, watcher_script: str) -> dict:
             if (c.get("port_map") or {}).get("metrics"):  # its /metrics, on the conductor host's address only
                 config["metrics"] = {"host": c["ip"], "port": c["port_map"]["metrics"]}
             out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(config)}
+    out.update(healer_files(plan))  # the controller's healer (reconcile/healer.py)
     return out
 
 
@@ -165,7 +167,9 @@ def configmaps(containers: list, env_functions: dict, extra_files: dict | None =
                     secret_functions.setdefault(script, {})[name] = secret
         out.append({"name": c["name"], "path": c["configmap_path"], "functions": functions,
                     "secret_functions": secret_functions,
-                    "prepend": {"boot.sh": KV_PATCH_BLOCK} if c.get("kv_patch") else {},
+                    "prepend": ({"boot.sh": KV_PATCH_BLOCK} if c.get("kv_patch") else
+                                {"boot.sh": HEALER_BLOCK} if HEALER_SCRIPT in (extra_files or {}).get(c["name"], {})
+                                else {}),
                     "keep": ["user_config.json"] if c["name"] in running else [],
                     "files": dict({"user_config.json": nice_json(c.get("user_config") or {}),
                                    "env.json": nice_json(env)}, **(extra_files or {}).get(c["name"], {}))})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -218,6 +219,10 @@ def main(argv: list[str] | None = None) -> None:
     engine = Engine(args, engine_config)
     serve(args.host, args.port, handler_for(engine, mgmt=False))
     serve(args.host, args.mgmt_port, handler_for(engine, mgmt=True))
+    load = float(os.environ.get("MOTOR_SIM_LOAD_SECONDS") or 0)  # a model load: /status says initial meanwhile
+    if load > 0:
+        log("loading the model", seconds=load)
+        time.sleep(load)
     engine.status = "normal"
     log("engine ready", role=args.role, dp_rank=args.dp_rank, port=args.port, mgmt_port=args.mgmt_port)
     threading.Event().wait()

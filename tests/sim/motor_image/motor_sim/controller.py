@@ -6,11 +6,18 @@ ignored, like PyMotor). When single_<x>_instance_pod_num pods of a job arrived, 
 assembled: every pod whose node manager answers its status request stays (one that does not is dropped, as
 upstream's _filter_abnormal_endpoints does, and the instance waits for pods again), then every pod gets POST
 /node-manager/start. Once all its pods report healthy engines, the
-instance is pushed to the coordinator (POST /instances/refresh, the full instance list); a pod
-whose heartbeats stop for instance_heartbeat_timeout seconds takes its instance out again, and so
+instance is pushed to the coordinator (POST /instances/refresh, ``{"event": "add", "instances": [it]}``); a pod
+whose heartbeats stop for instance_heartbeat_timeout seconds takes its instance out again (``"del"``), and so
 does a pod that restarted (same pod_ip, new boot id in its heartbeat): its node manager is told it
-is unknown (404) and registers again, so the instance is assembled anew. The full list is pushed
-again every RESYNC_SECONDS, so a restarted coordinator learns the instances without any change.
+is unknown (404) and registers again, so the instance is assembled anew.
+
+Re-sending is upstream's, no more (motor/controller/core/event_pusher.py): an event that fails to reach the
+coordinator is logged and dropped (``_event_consumer``, no retry); every coordinator_heartbeat_interval seconds
+(event_config, default 10) ``_coordinator_heartbeat_detector`` reads the coordinator's /readiness and, when it says
+not ready (or did not answer twice after a first success), queues a ``"set"`` event with every ready instance,
+which ``_event_consumer`` SKIPS unless some instance has role ``prefill``. So a restarted coordinator of a PD-hybrid
+job (union instances only) never learns its instances again from this controller; a controller restart does
+(node managers register again, each instance is added anew).
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ from motor_sim.common import (
 )
 
 COMPONENT = "controller"
-RESYNC_SECONDS = 5.0
 
 
 class Job:
@@ -84,7 +90,9 @@ class Controller:
         self.ids = itertools.count()
         self.lock = threading.Lock()
         self.version = 0  # bumped on every change of the active instance set
-        self.pushed_version = -1
+        events = section(user_config, "motor_controller_config", "event_config")
+        self.coordinator_heartbeat_interval = float(events.get("coordinator_heartbeat_interval") or 10)
+        self.reset = threading.Event()  # upstream's is_coordinator_reset: a "set" event is queued
 
     def register(self, msg: dict, _handler) -> tuple:
         with self.lock:
@@ -185,22 +193,49 @@ class Controller:
             return [job.describe() for job in self.jobs.values() if job.active()]
 
     def push_loop(self) -> None:
-        """Push the full instance list to the coordinator whenever it changed or the last push failed, and
-        every RESYNC_SECONDS anyway."""
-        last_push = 0.0
+        """Upstream's EventPusher.update + _event_consumer: an "add" when an instance becomes active, a "del" when
+        an instance that was added goes, each sent once (a failed send is logged and dropped); a "set" queued by the
+        heartbeat detector is sent only when some added instance has role prefill."""
+        added: dict = {}  # instance id -> describe(), upstream's EventPusher.instances
         while True:
             time.sleep(1)
             self.expire_stale_pods()
-            version = self.version
-            if version == self.pushed_version and time.monotonic() - last_push < RESYNC_SECONDS:
-                continue
-            last_push = time.monotonic()
-            instances = self.active_instances()
-            status, body = http_json("POST", f"{self.coordinator}/instances/refresh", {"instances": instances})
-            log(COMPONENT, "instances pushed to coordinator", url=self.coordinator, status=status,
-                instances=[(i["role"], i["id"]) for i in instances], response=body)
+            current = {i["id"]: i for i in self.active_instances()}
+            events = [("add", [inst]) for iid, inst in current.items() if iid not in added]
+            events += [("del", [inst]) for iid, inst in added.items() if iid not in current]
+            added = current
+            if self.reset.is_set():
+                self.reset.clear()
+                if any(inst["role"] == "prefill" for inst in added.values()):
+                    events.append(("set", list(added.values())))
+                else:
+                    log(COMPONENT, "SET event skipped: requires at least one prefill instance, "
+                                   "current instances: prefill=False")
+            for event, instances in events:
+                status, body = http_json("POST", f"{self.coordinator}/instances/refresh",
+                                         {"event": event, "instances": instances})
+                log(COMPONENT, "instances pushed to coordinator", url=self.coordinator, event=event, status=status,
+                    instances=[(i["role"], i["id"]) for i in instances], response=body)
+                if status != 200:
+                    log(COMPONENT, "Failed to send instance refresh event", event=event)
+
+    def heartbeat_detector(self) -> None:
+        """Upstream's _coordinator_heartbeat_detector: every coordinator_heartbeat_interval s GET /readiness; not
+        ready, or no answer twice in a row after a first success, queues a "set" event."""
+        first_success, losses = False, 0
+        while True:
+            status, body = http_json("GET", f"{self.coordinator}/readiness?status=normal", timeout=5)
             if status == 200:
-                self.pushed_version = version
+                first_success, losses = True, 0
+                if not (isinstance(body, dict) and body.get("ready")):
+                    self.reset.set()
+            elif first_success:
+                losses += 1
+                if losses >= 2:
+                    log(COMPONENT, "Coordinator heartbeat lost. Possible restart detected.")
+                    self.reset.set()
+                    losses = 0
+            time.sleep(self.coordinator_heartbeat_interval)
 
     def routes(self) -> dict:
         ok = lambda *_: (200, {"status": "ok"})  # noqa: E731
@@ -226,6 +261,7 @@ def main() -> None:
     serve(COMPONENT, controller.port, controller.routes(), tls="mgmt")
     serve(f"{COMPONENT}-obs", controller.obs_port, controller.obs_routes())
     threading.Thread(target=controller.push_loop, daemon=True).start()
+    threading.Thread(target=controller.heartbeat_detector, daemon=True).start()
     wait_forever()
 
 

@@ -196,12 +196,21 @@ class Coordinator:
         return 200, {"status": "ok", "message": message, "ready": ready}
 
     def refresh(self, body: dict, _handler) -> tuple:
-        instances = body.get("instances") or []
+        """Upstream's refresh_instances (motor/coordinator/domain/instance_manager.py): "add" adds (or replaces) the
+        given instances by id, "del" removes them, "set" makes the given list the whole set."""
+        given = body.get("instances") or []
+        event = body.get("event") or "set"
+        if event not in ("add", "del", "set"):
+            return 400, {"detail": f"unknown event type {event}"}
         with self.lock:
+            ids = {i["id"] for i in given}
+            kept = [] if event == "set" else [i for i in self.instances if i["id"] not in ids]
+            instances = kept + ([] if event == "del" else given)
             changed = instances != self.instances
             self.instances = instances
-        if changed:  # the controller re-sends the same list periodically
-            log(COMPONENT, "instances refreshed", instances=[(i["role"], i["id"], len(i["endpoints"])) for i in instances])
+        if changed:
+            log(COMPONENT, "instances refreshed", event=event,
+                instances=[(i["role"], i["id"], len(i["endpoints"])) for i in instances])
         if self.conductor:
             threading.Thread(target=self.conductor.sync, args=(instances,), daemon=True).start()
         return 200, {"status": "ok"}

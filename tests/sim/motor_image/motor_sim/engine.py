@@ -147,6 +147,10 @@ def main(argv: list[str] | None = None) -> None:
     engine = Engine(args, engine_config)
     serve(f"{COMPONENT}-{args.dp_rank}", args.port, engine.routes(), host=args.host, tls="infer")
     serve(f"{COMPONENT}-{args.dp_rank}-mgmt", args.mgmt_port, engine.mgmt_routes(), host=args.host, tls="mgmt")
+    load = float(os.environ.get("MOTOR_SIM_LOAD_SECONDS") or 0)  # a model load: /status says initial meanwhile
+    if load > 0:
+        log(COMPONENT, "loading the model", seconds=load)
+        time.sleep(load)
     engine.status = "normal"
     log(COMPONENT, "engine ready", role=args.role, dp_rank=args.dp_rank, port=args.port, mgmt_port=args.mgmt_port)
     wait_forever()

@@ -1,0 +1,187 @@
+"""plugins/plugin_utils/heal.py (the controller's healer and its repair rule) and reconcile/healer.py (its files in the
+controller's config directory)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import (
+    HEALER_BLOCK,
+    HEALER_CONFIG,
+    HEALER_INSTANCES,
+    HEALER_SCRIPT,
+    healer_files,
+    with_instances,
+)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, own_files
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+HOSTS = {
+    "h1": {"motor_host_ip": "10.0.0.1", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
+    "h2": {"motor_host_ip": "10.0.0.2", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
+    "ctl": {"motor_host_ip": "10.0.0.9", "group_names": ["motor_control_hosts"]},
+}
+NOT_READY = {"status": "ok", "message": "Coordinator is ok", "ready": False}
+
+
+def seed_plan(seed="seed_pd_separation", **deploy):
+    user = json.loads((EXAMPLES / seed / "user_config.json").read_text())
+    user["motor_deploy_config"].update(hardware_type="800I_A2", **deploy)
+    return build_plan(normalize(user, json.loads((EXAMPLES / seed / "env.json").read_text())), HOSTS)
+
+
+def test_rule_acts_only_on_a_coordinator_that_answers_not_ready_while_a_prefill_or_union_instance_serves():
+    union = {"u0": {"role": "union", "live": True}}
+    assert "u0 serve" in heal.stranded_coordinator(NOT_READY, union)
+    assert heal.stranded_coordinator(dict(NOT_READY, ready=True), union) is None
+    assert heal.stranded_coordinator(None, union) is None  # down or 503: liveness, not this rule
+    assert heal.stranded_coordinator(NOT_READY, {"u0": {"role": "union", "live": False}}) is None  # still loading
+    assert heal.stranded_coordinator(NOT_READY, {"d0": {"role": "decode", "live": True}}) is None  # only_decode
+    assert "p0" in heal.stranded_coordinator(NOT_READY, {"p0": {"role": "prefill", "live": True}})
+
+
+def test_backoff_doubles_per_action_in_the_last_hour_up_to_the_cap():
+    assert heal.next_allowed([], 40, 600, 1000.0) == 0.0
+    assert heal.next_allowed([1000.0], 40, 600, 1010.0) == 1080.0
+    assert heal.next_allowed([900.0, 1000.0], 40, 600, 1010.0) == 1160.0
+    assert heal.next_allowed([1000.0 + i for i in range(10)], 40, 600, 1010.0) == 1009.0 + 600
+    assert heal.next_allowed([0.0], 40, 600, 5000.0) == 0.0  # older than an hour: forgotten
+
+
+class Cluster:
+    """The coordinator's and the engines' answers, by URL."""
+
+    def __init__(self, ready=False, engine="normal"):
+        self.ready, self.engine = ready, engine
+
+    def get(self, target):
+        if target["url"].endswith("/readiness"):
+            return dict(NOT_READY, ready=self.ready)
+        return {"status": self.engine}
+
+
+def healer(tmp_path, cluster, clock, acted):
+    instances = tmp_path / "instances.json"
+    instances.write_text(json.dumps({"u0": {"role": "union", "engines": [{"url": "http://e/status", "tls": None}]}}))
+    config = {"coordinator": {"url": "http://c/readiness", "tls": None}, "instances_file": str(instances),
+              "state": str(tmp_path / "state.json"), "settle": 40}
+    return heal.Healer(config, get=cluster.get, clock=lambda: clock[0], act=lambda: acted.append(clock[0]))
+
+
+def test_healer_acts_after_settle_seconds_in_a_row_then_backs_off(tmp_path, capsys):
+    cluster, clock, acted = Cluster(), [1000.0], []
+    h = healer(tmp_path, cluster, clock, acted)
+    for clock[0] in (1000.0, 1020.0, 1039.0):
+        assert not h.step()
+    clock[0] = 1040.0
+    assert h.step() and acted == [1040.0]
+    line = capsys.readouterr().out.strip()
+    assert "motor-healer: restarting the controller container" in line and "u0 serve" in line and "for 40 s" in line
+    # a new healer (the container restarted): settles again, and the backoff (kept in the state file) doubles
+    h = healer(tmp_path, cluster, clock, acted)
+    for clock[0] in (1045.0, 1085.0, 1110.0):
+        assert not h.step()
+    clock[0] = 1120.0
+    assert h.step() and acted == [1040.0, 1120.0]
+
+
+def test_healer_resets_when_the_coordinator_gets_ready_or_the_engines_stop_serving(tmp_path):
+    cluster, clock, acted = Cluster(), [0.0], []
+    h = healer(tmp_path, cluster, clock, acted)
+    h.step()
+    clock[0], cluster.ready = 30.0, True
+    h.step()
+    clock[0], cluster.ready = 50.0, False
+    assert not h.step()  # held again only since 50
+    clock[0], cluster.engine = 85.0, "abnormal"
+    assert not h.step()
+    clock[0], cluster.engine = 95.0, "normal"
+    assert not h.step() and acted == []
+
+
+def test_end_controller_spares_pid_1_and_itself(tmp_path):
+    proc = tmp_path / "proc"
+    for pid in ("1", "7", "8", "42", "self"):
+        (proc / pid).mkdir(parents=True)
+    sent, slept = [], []
+    pids = heal.end_controller(3, own_pid=8, proc=str(proc), kill=lambda pid, sig: sent.append((pid, sig)),
+                               sleep=slept.append)
+    assert pids == [7, 42] and slept == [3]
+    assert sent == [(7, signal.SIGTERM), (42, signal.SIGTERM), (7, signal.SIGKILL), (42, signal.SIGKILL)]
+
+
+def test_the_healer_script_runs_alone_on_the_standard_library(tmp_path):
+    script = tmp_path / HEALER_SCRIPT
+    script.write_text(healer_files(seed_plan())["mindie-motor-controller"][HEALER_SCRIPT])
+    out = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and "usage: motor_healer.py <healer.json>" in out.stderr
+
+
+def test_controller_config_directory_gets_the_healer_and_boot_starts_it():
+    plan = seed_plan("seed_pd_separation", p_instances_num=2)
+    files = own_files(plan, "")
+    controller = "mindie-motor-controller"
+    assert set(files[controller]) == {HEALER_SCRIPT, HEALER_CONFIG}
+    config = json.loads(files[controller][HEALER_CONFIG])
+    assert config["coordinator"]["url"].endswith("/readiness") and config["settle"] == heal.DEFAULTS["settle"]
+    assert config["instances_file"].endswith("/" + HEALER_INSTANCES)
+    written = with_instances(files, plan)
+    instances = json.loads(written[controller][HEALER_INSTANCES])
+    assert sorted(instances) == ["mindie-motor-p0", "mindie-motor-p1"]  # decode cannot make it ready
+    assert all(t["url"].endswith("/status") for inst in instances.values() for t in inst["engines"])
+    maps = {m["name"]: m for m in configmaps(plan["containers"], {}, written)}
+    assert maps[controller]["prepend"] == {"boot.sh": HEALER_BLOCK}
+    assert HEALER_INSTANCES in maps[controller]["files"]
+    assert all(m["prepend"].get("boot.sh") != HEALER_BLOCK for name, m in maps.items() if name != controller)
+
+
+def test_scaling_changes_the_instance_list_but_not_the_controller_hash():
+    one, two = seed_plan(p_instances_num=1), seed_plan(p_instances_num=2)
+    parts = {"mindie-motor-controller": {"spec": "s"}}
+    assert fold_files(parts, own_files(one, "")) == fold_files(parts, own_files(two, ""))
+    assert with_instances({}, one) != with_instances({}, two)
+
+
+def test_union_instances_of_a_hybrid_job_are_watched():
+    user = json.loads((EXAMPLES / "seed_pd_hybrid" / "user_config.json").read_text())
+    user["motor_deploy_config"]["hardware_type"] = "800I_A2"
+    plan = build_plan(normalize(user, json.loads((EXAMPLES / "seed_pd_hybrid" / "env.json").read_text())), HOSTS)
+    controller = next(c["name"] for c in plan["containers"] if c["role"] == "controller")
+    instances = json.loads(with_instances({}, plan)[controller][HEALER_INSTANCES])
+    assert [inst["role"] for inst in instances.values()] == ["union"]
+
+
+def test_get_json_reads_a_200_answer_and_gives_none_otherwise():
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = json.dumps({"ready": False, "path": self.path}).encode()
+            self.send_response(200 if self.path.startswith("/readiness") else 503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = "http://127.0.0.1:%d" % server.server_address[1]
+        assert heal.get_json({"url": base + "/readiness?status=normal", "tls": None}) == {
+            "ready": False, "path": "/readiness?status=normal"}
+        assert heal.get_json({"url": base + "/status", "tls": None}) is None  # 503
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert heal.get_json({"url": base + "/status", "tls": None}, timeout=1) is None  # refused
