@@ -148,9 +148,8 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
     restarting = {r["container"] for r in result.get("actions") or [] if r.get("action") == "restart"}
     running = frozenset(r["container"] for r in result.get("actions") or [] if r.get("action") == "keep")
     first = {h: list(names) for h, names in (result.get("first") or {}).items() if names}
-    containers = plan.get("containers") or []
     for host in judged["hosts"]:
-        own = [c for c in containers if c["host"] == host]
+        own = judged["own"].get(host) or []
         settings = judged["settings"][host]
         spec_settings = _spec_settings(plan, settings, judged["hosts"][host]["mounts_present"])
         starting = set((result.get("start") or {}).get(host) or [])
