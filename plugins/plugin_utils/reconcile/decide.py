@@ -46,9 +46,12 @@ def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: d
     return {"problems": judged["problems"], "parts": hash_parts(plan, judged), "hosts": judged["hosts"]}
 
 
-def _check(name, until, tgt, timeout, waiting_for, endpoints=None) -> dict:
-    """One motor_wait check of a target (``service_targets``): its URL and TLS files."""
+def _check(name, until, tgt, timeout, waiting_for, endpoints=None, host=None) -> dict:
+    """One motor_wait check of a target (``service_targets``): its URL and TLS files (``host``: the inventory host
+    it talks to, named when it fails)."""
     check = dict(_target(tgt), name=name, until=until, timeout=int(timeout), waiting_for=list(waiting_for))
+    if host:
+        check["host"] = host
     if endpoints is not None:
         check["endpoints"] = endpoints
     return check
@@ -70,15 +73,16 @@ def readiness_checks(plan: dict, timeouts: dict) -> list:
     targets = service_targets(plan)
     checks = [
         _check("the controller port answers", "answers", targets["controller"], timeouts["port"],
-               ["controller", "coordinator"]),
+               ["controller", "coordinator"], host=(plan.get("controller") or {}).get("host")),
         _check("the coordinator reports ready (instances assembled; model loading can take long)", "ready",
-               targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"]),
+               targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"],
+               host=(plan.get("coordinator") or {}).get("host")),
     ]
     checks += engine_checks(plan, targets, timeouts)
     if tracks_ranks(plan):
         checks.append(_check("the KV conductor lists every prefill/union DP rank", "endpoints", _services(targets),
                              timeouts["ready"], ["kv_conductor", "coordinator", "prefill", "union"],
-                             endpoints=expected_kv_endpoints(plan)))
+                             endpoints=expected_kv_endpoints(plan), host=(plan.get("kv_conductor") or {}).get("host")))
     return checks
 
 
@@ -93,7 +97,7 @@ def engine_checks(plan: dict, targets: dict, timeouts: dict, names=None) -> list
         for ep in c.get("endpoints") or []:
             key = "%s/%s" % (c["name"], ep["dp_rank"])
             checks.append(_check("the engine of %s (endpoint %d) reports normal" % (c["name"], ep["local_index"]),
-                                 "status_ok", targets["engines"][key], timeouts["ready"], [c["role"]]))
+                                 "status_ok", targets["engines"][key], timeouts["ready"], [c["role"]], host=c["host"]))
     return checks
 
 
