@@ -51,6 +51,7 @@ ARGUMENT_SPEC = dict(
     request_timeout=dict(type="float", default=5),
     deadline=dict(type="int", default=0),
     concurrency=dict(type="int", default=16),
+    reads=dict(type="dict", default={}),
 )
 
 
@@ -233,6 +234,27 @@ def _poll_round(checks, states, pending, request_timeout, get, poller, started, 
             state.answer = describe(checks[i], status, body, text)
             left.append(i)
     return left
+
+
+def read_all(reads, request_timeout, concurrency, get=get_answer):
+    """GET every target of ``reads`` once, concurrently (verify's observations): ``{group: {name: target}}`` (a
+    target: ``url`` and optional ``tls``) -> ``{group: {name: {status, json, error}}}``, status -1 and ``error`` when
+    nothing answered, ``json`` {} when the answer is not JSON (what verify judges, as a ``uri`` loop gave it)."""
+    items = []
+    for group, targets in (reads or {}).items():
+        if not isinstance(targets, dict):
+            raise ValueError("reads.%s: must be a mapping of names to targets (url, tls)" % group)
+        for name, target in targets.items():
+            if not isinstance(target, dict) or not target.get("url"):
+                raise ValueError("reads.%s.%s: a target needs a url" % (group, name))
+            items.append((group, name, target))
+    out = {group: {} for group in reads or {}}
+    with Poller(concurrency) as poller:
+        answers = poller.map(lambda item: get(item[2]["url"], request_timeout, item[2].get("tls")), items)
+    for (group, name, dummy), (status, body, text) in zip(items, answers):
+        out[group][name] = {"status": status, "json": body if body is not None else {},
+                            "error": text[:ANSWER_LIMIT] if status == -1 else ""}
+    return out
 
 
 def run_checks(params, get=get_answer, clock=time.monotonic, sleep=time.sleep):

@@ -156,6 +156,12 @@ options:
     description: At most this many requests at a time (checks and stall probes); C(1) polls one after the other.
     type: int
     default: 16
+  reads:
+    description:
+      - Targets to GET once each, concurrently, before the checks (the day-2 verify reads its observations so) -
+        C({group: {name: {url, tls}}}), C(tls) as O(checks[].tls) or null. Their answers are RV(answers).
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -170,6 +176,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+answers:
+  description:
+    - Per group and name of O(reads), the answer - C(status) (HTTP status, -1 when nothing answered), C(json)
+      (the parsed body, {} when it is not JSON) and C(error) (why nothing answered).
+  returned: when O(reads) is given
+  type: dict
 checks:
   description: Per check that held, its name, the seconds it took and the number of polls.
   returned: always

@@ -386,3 +386,21 @@ def test_stall_probes_run_concurrently():
             clock.sleep(1)
     assert clock() == 10 and len(watch.stalled) == 5 and watch.instances() == ["job-d0"]
     assert calls.count("http://h/nm") == 5 * 3  # at 0, 5 and 10 s
+
+
+def test_reads_get_every_target_once_concurrently_in_verifys_shape(fleet):
+    """verify's observations: every target of every group read once (three at a time here: the barrier of three
+    releases only then), answers as verify judges them, a black-holed and a refused target as status -1 with why."""
+    fleet["gather"](3)
+    reads = {"node_managers": {"p0": {"url": fleet["urls"][0]}, "d0": {"url": fleet["urls"][1], "tls": None}},
+             "engines": {"p0/0": {"url": fleet["urls"][2]}},
+             "dead": {"hole": {"url": fleet["hole"]}, "refused": {"url": fleet["refused"]}},
+             "none": {}}
+    answers = mw.read_all(reads, 1, 3)
+    assert answers["node_managers"] == {"p0": {"status": 200, "json": {"status": "normal"}, "error": ""},
+                                        "d0": {"status": 200, "json": {"status": "normal"}, "error": ""}}
+    assert answers["engines"]["p0/0"]["status"] == 200 and answers["none"] == {}
+    assert [(a["status"], a["json"], bool(a["error"])) for a in answers["dead"].values()] == [(-1, {}, True)] * 2
+    assert fleet["state"]["most"] == 3
+    with pytest.raises(ValueError, match="reads.engines.x: a target needs a url"):
+        mw.read_all({"engines": {"x": {"tls": None}}}, 1, 3)
