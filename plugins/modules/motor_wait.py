@@ -159,7 +159,8 @@ options:
   reads:
     description:
       - Targets to GET once each, concurrently, before the checks (the day-2 verify reads its observations so) -
-        C({group: {name: {url, tls}}}), C(tls) as O(checks[].tls) or null. Their answers are RV(answers).
+        a mapping of groups, each a mapping of names to targets with C(url) and C(tls) (as O(checks[].tls), or
+        null). Their answers are RV(answers).
     type: dict
     default: {}
 """

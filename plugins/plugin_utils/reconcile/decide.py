@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
@@ -82,7 +82,7 @@ def readiness_checks(plan: dict, timeouts: dict) -> list:
     if tracks_ranks(plan):
         checks.append(_check("the KV conductor lists every prefill/union DP rank", "endpoints", _services(targets),
                              timeouts["ready"], ["kv_conductor", "coordinator", "prefill", "union"],
-                             endpoints=expected_kv_endpoints(plan), host=(plan.get("kv_conductor") or {}).get("host")))
+                             endpoints=kv_endpoint_ranges(plan), host=(plan.get("kv_conductor") or {}).get("host")))
     return checks
 
 
@@ -112,7 +112,7 @@ def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -
         names = [c["name"] for c in members]
         checks.append(_check("the KV conductor lists the DP ranks of %s" % instance["job_name"], "endpoints",
                              _services(targets), timeouts["ready"], ["kv_conductor"],
-                             endpoints=[e for e in expected_kv_endpoints(plan) if e["container"] in names]))
+                             endpoints=[e for e in kv_endpoint_ranges(plan) if e["container"] in names]))
     checks.append(_check("the coordinator reports ready", "ready", targets["coordinator"], timeouts["ready"],
                          ["coordinator"]))
     return checks
