@@ -11,7 +11,8 @@ and the work each host and the controller do after it (pure, no I/O; the action 
 - ``steps``: the tier steps in start order (``tiers``), the same list for every host, so that a loop over it runs
   each step on every host before the next (linear strategy);
 - ``work``: per host ``steps``: per step the arguments of that host's pymotor.ascend.motor_containers run, or None
-  (nothing to remove, render or start there). When containers must go before any tier starts, the first step is
+  (nothing to remove, render or start there); ``needs``: per container of the host the hosts it needs
+  (``reconcile/degraded.py``: what stays unstarted when a host fails during the tier steps). When containers must go before any tier starts, the first step is
   that removal on every host. A host renders its config directories in its first step that has containers of it,
   together with that step's starts;
 - ``readiness``: the motor_wait checks of the service; ``rolling``: per engine instance whose own config changed,
@@ -32,6 +33,7 @@ import re
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import with_needs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
@@ -286,7 +288,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
-        "work": host_work(plan, result, judged, steps, startup, files),
+        "work": with_needs(host_work(plan, result, judged, steps, startup, files), plan),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
         **stall_work(plan, result, judged),
