@@ -46,7 +46,10 @@ class ActionModule(EntryPoint):
             states = [decision.get("states") or {}, {h: (r or {}).get("states") or {} for h, r in runs.items()},
                       args["states"]]
             if gone:
-                states.append({c["host"]: {c["name"]: "left out"} for c in gone["containers"]})
+                left = {}
+                for c in gone["containers"]:
+                    left.setdefault(c["host"], {})[c["name"]] = "left-out"
+                states.append(left)
             return {"summary": deploy_summary(plan, states), "incomplete": gone["message"] if gone else ""}
         down = sorted(set(unfinished_hosts(decision, runs)) | set(args["down"]))
         if not down:

@@ -88,11 +88,14 @@ def test_a_host_failing_in_the_tier_steps_leaves_out_only_what_needs_it_and_reru
     kept = [c for c in plan["containers"] if c["job_name"] not in left]
     assert left and len(kept) < len(plan["containers"]) and any(c["tier"] == 2 for c in kept), plan["containers"]
     # the failure at the end names the host and the instances left out (after the summary, before "all deploy end.")
-    incomplete = [line for line in out.splitlines() if "deploy incomplete: " in line]
+    incomplete = [line for line in out.splitlines() if "[ERROR]" in line and "deploy incomplete: " in line]
     assert incomplete and frozen in incomplete[-1] and all(job in incomplete[-1] for job in left), out[-4000:]
     assert "all deploy end." not in out
     # the readiness wait of the rest held (the failure is the incomplete deploy, not readiness)
     assert "Fail naming the hosts that failed during the steps" in out and "Fail with the readiness error" not in out, out[-4000:]
+    summary = [line for line in out.splitlines() if JOB in line and ("left-out" in line or "running" in line)]
+    assert all(any(c["name"] in line and "left-out" in line for line in summary) for c in plan["containers"]
+               if c["job_name"] in left), summary
     now = running(cluster["hosts"])
     assert {c["name"]: c["host"] for c in kept} == {n: h for n, h in now.items() if h != frozen}, now
     assert not any(c["name"] in now for c in plan["containers"] if c["job_name"] in left), "left-out instance started"
