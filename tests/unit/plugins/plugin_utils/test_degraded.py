@@ -123,3 +123,38 @@ def test_the_live_decision_drops_the_stall_watch_and_rolling_restart_of_left_out
     assert [s["instance"] for s in live["stalls"]] == kept and [r["job_name"] for r in live["rolling"]] == kept
     assert live["readiness"] == ["checks"] and live["work"] == decision["work"]
     assert live["left_out"]["message"] == left_out_message(gone) and gone["instances"]
+
+
+def _report(plan, runs, **args):
+    """motor_report's phase (the action plugin without Ansible's plumbing) on a decision whose hosts all have work."""
+    from ansible_collections.pymotor.ascend.plugins.action.motor_report import ActionModule
+
+    decision = {"work": {h: {"steps": [{"containers": []}]} for h in HOSTS}, "stalls": [], "rolling": []}
+    base = {"plan": plan, "decision": decision, "host_run": "run", "states": {}, "summary": False, "down": [],
+            "max_fail_percentage": 0, "ready_timeout": 60, "port_timeout": 30}
+    return ActionModule.__new__(ActionModule).phase(dict(base, **args),
+                                                    {"hostvars": {h: {"run": r} for h, r in runs.items()}})
+
+
+def test_the_report_stops_by_default_and_goes_on_within_the_share():
+    plan = fleet_plan()
+    ok = {"states": {}}
+    decode_host = next(c["host"] for c in plan["containers"] if c["role"] == "decode")
+    runs = {h: ({"unreachable": True} if h == decode_host else ok) for h in HOSTS}
+    assert _report(plan, {h: ok for h in HOSTS}) == {}
+    stopped = _report(plan, runs)
+    assert stopped["failed"] and stopped["msg"].startswith("deploy stopped: %s did not finish" % decode_host)
+    # one of four hosts is 25 %: within 25, beyond 20
+    assert _report(plan, runs, max_fail_percentage=20)["failed"]
+    going = _report(plan, runs, max_fail_percentage=25)
+    live = going["ansible_facts"]["motor_decision"]
+    assert going["_ansible_no_log"] and live["left_out"]["hosts"] == [decode_host]
+    assert not any(c.get("host") == decode_host for c in live["readiness"])
+    # a host the tier play reported failed counts even when its last run looked fine
+    assert _report(plan, {h: ok for h in HOSTS}, down=[decode_host])["failed"]
+    # without the control host no engine instance is left: stop, whatever the share
+    assert _report(plan, {h: ok for h in HOSTS}, down=["ctl"], max_fail_percentage=100)["failed"]
+    summary = _report(plan, {h: ok for h in HOSTS}, decision=dict(live, work={h: {} for h in HOSTS}), summary=True)
+    assert summary["incomplete"] == live["left_out"]["message"]
+    assert all("left-out" in line for line in summary["summary"]
+               if any(c["name"] in line for c in live["left_out"]["containers"]))
