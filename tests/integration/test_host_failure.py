@@ -23,6 +23,7 @@ PREFIX = "pymotor-hostfail" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
 JOB = "hostfail-job"
 FAST = ("-e", "motor_service_ready_timeout=240", "-e", "motor_service_ready_delay=1", "-e",
         "motor_service_port_timeout=60")
+READINESS_TASK = "the coordinator reports ready"  # in the name of the readiness wait (test_faults)
 TWO_OF_EACH = {"motor_deploy_config": {"p_instances_num": 2, "d_instances_num": 2}}
 
 pytestmark = pytest.mark.docker
@@ -105,3 +106,42 @@ def test_a_host_failing_in_the_tier_steps_leaves_out_only_what_needs_it_and_reru
     assert running(cluster["hosts"]) == {c["name"]: c["host"] for c in plan["containers"]}
     third = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
     assert recap_changed(third.stdout) == 0, third.stdout[-3000:]
+
+
+def test_by_default_a_host_failing_in_the_tier_steps_stops_the_deploy_after_that_step(cluster):
+    """With the converged job of the previous test: a rollout of the control plane (a changed controller env
+    restarts it and the engines that register with it), the second engine host frozen once the new controller
+    runs. Default motor_service_max_fail_percentage (0): the engine step runs on the other host (same task), then
+    nothing further: no readiness wait, the deploy stops naming the host; with the host back it converges."""
+    before = running(cluster["hosts"])
+    ctl = cluster["ctl"]
+    old = {n: cid for _, n, cid in job_containers([ctl], JOB)}
+    write_config(cluster["config"], JOB, user_extra=TWO_OF_EACH,
+                 env_extra={"motor_controller_env": {"MOTOR_FAULT_ROLLOUT": "1"}})
+    plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
+    frozen = [c for c in plan["containers"] if c["tier"] == 2][-1]["host"]
+    log_path = cluster["tmp"] / "stopped.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST),
+                                cwd=REPO, env=ansible_env(), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: proc.poll() is not None or any(
+                "controller" in n and cid != old.get(n) for _, n, cid in job_containers([ctl], JOB)),
+                timeout=600, interval=0.2, what="the new controller container")
+            subprocess.run(["docker", "pause", frozen], check=True, capture_output=True)
+            try:
+                proc.wait(timeout=900)
+            finally:
+                subprocess.run(["docker", "unpause", frozen], check=True, capture_output=True)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    out = log_path.read_text()
+    assert proc.returncode != 0, out[-4000:]
+    assert f"deploy stopped: {frozen} did not finish" in out, out[-4000:]
+    assert READINESS_TASK not in out and "all deploy end." not in out, out[-4000:]
+    assert set(running(cluster["hosts"])) <= set(before)
+
+    playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
+    assert running(cluster["hosts"]) == {c["name"]: c["host"] for c in plan["containers"]}
