@@ -91,7 +91,7 @@ def test_a_host_failing_in_the_tier_steps_leaves_out_only_what_needs_it_and_reru
     # the failure at the end names the host and the instances left out (after the summary, before "all deploy end.")
     incomplete = [line for line in out.splitlines() if "[ERROR]" in line and "deploy incomplete: " in line]
     assert incomplete and frozen in incomplete[-1] and all(job in incomplete[-1] for job in left), out[-4000:]
-    assert "all deploy end." not in out
+    assert "msg: all deploy end." not in out
     # the readiness wait of the rest held (the failure is the incomplete deploy, not readiness)
     assert "Fail naming the hosts that failed during the steps" in out and "Fail with the readiness error" not in out, out[-4000:]
     summary = [line for line in out.splitlines() if JOB in line and ("left-out" in line or "running" in line)]
@@ -140,7 +140,7 @@ def test_by_default_a_host_failing_in_the_tier_steps_stops_the_deploy_after_that
     out = log_path.read_text()
     assert proc.returncode != 0, out[-4000:]
     assert f"deploy stopped: {frozen} did not finish" in out, out[-4000:]
-    assert READINESS_TASK not in out and "all deploy end." not in out, out[-4000:]
+    assert READINESS_TASK not in out and "msg: all deploy end." not in out, out[-4000:]
     assert set(running(cluster["hosts"])) <= set(before)
 
     playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST)
