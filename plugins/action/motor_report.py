@@ -58,5 +58,5 @@ class ActionModule(EntryPoint):
         if exceeded(down, decision.get("work") or {}, args["max_fail_percentage"]) or not gone["serving"]:
             return {"failed": True, "msg": unfinished_message(down) + " " + left_out_message(gone)}
         timeouts = {"ready": args["ready_timeout"], "port": args["port_timeout"]}
-        return self.facts(motor_decision=live_decision(decision, gone,
-                                                        readiness_checks(live_plan(plan, gone), timeouts)))
+        readiness = readiness_checks(live_plan(plan, gone), timeouts)
+        return self.facts(motor_decision=live_decision(decision, gone, readiness))
