@@ -10,7 +10,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import ARGUMENT_SPEC, run_checks
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import ARGUMENT_SPEC, read_all, run_checks
 
 
 class ActionModule(ActionBase):
@@ -24,5 +24,11 @@ class ActionModule(ActionBase):
         validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
         if validated.error_messages:
             raise AnsibleActionFail("motor_wait: %s" % "; ".join(validated.error_messages))
-        result.update(run_checks(validated.validated_parameters))
+        params = validated.validated_parameters
+        if params["reads"]:
+            try:
+                result["answers"] = read_all(params["reads"], params["request_timeout"], params["concurrency"])
+            except ValueError as exc:
+                raise AnsibleActionFail("motor_wait: %s" % exc) from exc
+        result.update(run_checks(params))
         return result

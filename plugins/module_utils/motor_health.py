@@ -6,6 +6,8 @@ motor_ops filters (verify), so both judge an answer the same way."""
 
 from __future__ import annotations
 
+import bisect
+
 CONDITIONS = ("answers", "ready", "status_ok", "endpoints")
 
 
@@ -17,15 +19,40 @@ def status_ok(body):
     return False
 
 
+def _listed_ports(listed):
+    """``{"tcp://<ip>": sorted ports}`` of the listed endpoints."""
+    out = {}
+    for endpoint in listed:
+        at, sep, port = str(endpoint).rpartition(":")
+        if sep and port.isdigit():
+            out.setdefault(at, []).append(int(port))
+    for ports in out.values():
+        ports.sort()
+    return out
+
+
 def missing_endpoints(body, expected):
     """What the conductor's ``GET /services`` answer lacks of ``expected``: each entry is an endpoint (must be
-    listed) or ``{need, of, container}`` (at least ``need`` of the endpoints ``of`` listed: a pod whose DP ranks the
-    controller assigns in registration order). Returns the missing endpoints and ``<container>: k/need of a..b``."""
+    listed), ``{need, of, container}`` (at least ``need`` of the endpoints ``of`` listed: a pod whose DP ranks the
+    controller assigns in registration order) or ``{need, at, first, count, container}`` (the same for the endpoints
+    ``<at>:<first>`` .. ``<at>:<first + count - 1>``). Returns the missing endpoints and ``<container>: k/need of
+    a..b``."""
     services = body.get("services") if isinstance(body, dict) else None
     listed = set(s.get("Endpoint") for s in services or [] if isinstance(s, dict))
+    by_at = None
     missing = []
     for entry in expected or []:
-        if isinstance(entry, dict):
+        if isinstance(entry, dict) and "at" in entry:
+            if by_at is None:
+                by_at = _listed_ports(listed)
+            ports = by_at.get(entry["at"]) or []
+            first, count = int(entry["first"]), int(entry["count"])
+            have = bisect.bisect_left(ports, first + count) - bisect.bisect_left(ports, first)
+            need = int(entry.get("need") or 0)
+            if have < need:
+                missing.append("%s: %d/%d of %s:%d..%d" % (entry.get("container") or "?", have, need, entry["at"],
+                                                           first, first + count - 1))
+        elif isinstance(entry, dict):
             choices = list(entry.get("of") or [])
             have = len([e for e in choices if e in listed])
             need = int(entry.get("need") or 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 from ansible.module_utils.common.text.converters import to_native
@@ -18,7 +19,8 @@ from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import CONDITIONS, condition_met, missing_endpoints
 
 ANSWER_LIMIT = 300
-STALL_PROBE_SECONDS = 5.0  # how often the stall probes run while a check is polled (each probe is 1 + n GETs)
+STALL_PROBE_SECONDS = 5.0  # how often the stall probes run while the checks are polled (each probe is 1 + n GETs)
+LISTED_LIMIT = 20  # failing checks named one by one in ``msg`` (all of them are in ``failing``)
 
 _TLS_OPTIONS = dict(
     ca_file=dict(type="str", default=""),
@@ -35,6 +37,7 @@ ARGUMENT_SPEC = dict(
         endpoints=dict(type="list", elements="raw", default=[]),
         timeout=dict(type="int", default=300),
         waiting_for=dict(type="list", elements="str", default=[]),
+        host=dict(type="str", default=""),
         tls=dict(type="dict", options=_TLS_OPTIONS),
     )),
     stalls=dict(type="list", elements="dict", default=[], options=dict(
@@ -46,6 +49,9 @@ ARGUMENT_SPEC = dict(
     stall_timeout=dict(type="int", default=0),
     interval=dict(type="float", default=0.5),
     request_timeout=dict(type="float", default=5),
+    deadline=dict(type="int", default=0),
+    concurrency=dict(type="int", default=16),
+    reads=dict(type="dict", default={}),
 )
 
 
@@ -102,16 +108,46 @@ def get_answer(url, request_timeout, tls=None):
     return status, body, text
 
 
+class Poller:
+    """Runs GETs (or any call) over a bounded thread pool: a dead or black-holed endpoint holds one worker for its
+    request timeout while the others go on. ``workers`` <= 1 runs them one after the other in this thread."""
+
+    def __init__(self, workers):
+        self.workers = max(1, int(workers or 1))
+        self._pool = None
+
+    def map(self, func, items):
+        items = list(items)
+        if self.workers == 1 or len(items) <= 1:
+            return [func(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="motor_wait")
+        return list(self._pool.map(func, items))
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class StallWatch:
     """Engine pods whose start command never came: the node manager answers that its endpoints are normal (it has
     none: upstream's ``check_all_endpoints_normal`` over an empty list) while none of its engines' management ports
     answers, for ``timeout`` seconds in a row. Upstream's controller drops a node manager whose status request is
     refused when it assembles the instance (the node manager registers before its port is bound), and that pod never
-    registers again: its instance needs a restart. ``stalls``: ARGUMENT_SPEC's; probed every STALL_PROBE_SECONDS."""
+    registers again: its instance needs a restart. ``stalls``: ARGUMENT_SPEC's; probed every STALL_PROBE_SECONDS,
+    the pods concurrently through ``poller`` (a Poller; None: one after the other)."""
 
-    def __init__(self, stalls, timeout, request_timeout, get=get_answer, clock=time.monotonic):
+    def __init__(self, stalls, timeout, request_timeout, get=get_answer, clock=time.monotonic, poller=None):
         self.pending = list(stalls) if timeout > 0 else []
         self.timeout, self.request_timeout, self.get, self.clock = timeout, request_timeout, get, clock
+        self.poller = poller or Poller(1)
         self.since = {}  # container -> when it was first seen stalled (in a row)
         self.probed = None
         self.stalled = []  # the stalls that lasted ``timeout``
@@ -132,8 +168,8 @@ class StallWatch:
         if not self.pending or (self.probed is not None and now - self.probed < STALL_PROBE_SECONDS):
             return bool(self.stalled)
         self.probed = now
-        for stall in list(self.pending):
-            verdict = self._judge(stall)
+        pods = list(self.pending)
+        for stall, verdict in zip(pods, self.poller.map(self._judge, pods)):
             if verdict == "started":  # never probed again: a deploy's wait costs no requests once pods are up
                 self.pending.remove(stall)
             if verdict != "stalled":
@@ -153,51 +189,141 @@ class StallWatch:
         return out
 
 
+def describe(check, status, body, text):
+    """The answer of a check that does not hold yet, as the failure shows it."""
+    answer = "no answer (%s)" % text if status == -1 else "HTTP %s %s" % (status, text)
+    if check["until"] == "endpoints" and status == 200:
+        answer += "; missing %s" % ", ".join(missing_endpoints(body, check.get("endpoints")))
+    return answer[:ANSWER_LIMIT]
+
+
+def check_host(check):
+    """The host a check talks to: its ``host`` (the inventory name, when the decision gives it), else the URL's."""
+    return check.get("host") or urlsplit(check["url"]).hostname or "?"
+
+
 def wait_for(check, interval, request_timeout, get=get_answer, clock=time.monotonic, sleep=time.sleep, watch=None):
     """Poll one check until it holds, times out or ``watch`` (a StallWatch) sees a stalled pod: (held, polls,
-    seconds, last answer text)."""
-    started = clock()
-    polls = 0
-    while True:
-        polls += 1
-        status, body, text = get(check["url"], request_timeout, check.get("tls"))
-        if condition_met(check["until"], status, body, check.get("endpoints")):
-            return True, polls, clock() - started, ""
-        answer = "no answer (%s)" % text if status == -1 else "HTTP %s %s" % (status, text)
-        if check["until"] == "endpoints" and status == 200:
-            answer += "; missing %s" % ", ".join(missing_endpoints(body, check.get("endpoints")))
-        if clock() - started + interval > check["timeout"] or (watch is not None and watch.poll()):
-            return False, polls, clock() - started, answer[:ANSWER_LIMIT]
-        sleep(interval)
+    seconds, last answer text). ``run_checks`` with one check."""
+    dummy, states = _wait({"checks": [dict({"name": check["url"]}, **check)], "interval": interval, "request_timeout": request_timeout},
+                          get, clock, sleep, watch)
+    return states[0].held, states[0].polls, states[0].seconds, states[0].answer
 
 
-def _stalled_result(watch, check, answer, done):
-    names = ", ".join(s["container"] for s in watch.stalled)
-    return dict(failed=True, changed=False, stalled=watch.instances(), check=check["name"], until=check["until"],
-                url=check["url"], last_answer=answer, waiting_for=check["waiting_for"], checks=done,
-                msg="the node managers of %s report normal while none of their engines answers, for %s s: their "
-                    "start command never came (upstream's controller drops a node manager it cannot reach when the "
-                    "instance assembles, and that pod does not register again); waiting for \"%s\"" % (
-                        names, watch.timeout, check["name"]))
+class _State:
+    __slots__ = ("held", "polls", "seconds", "answer")
+
+    def __init__(self):
+        self.held, self.polls, self.seconds, self.answer = False, 0, 0.0, ""
 
 
-def run_checks(params, wait=None, get=get_answer, clock=time.monotonic, sleep=time.sleep):
-    """Wait for every check of ``params`` (ARGUMENT_SPEC, validated) in order: the result of the action. When a pod
-    of ``stalls`` stalls (StallWatch), the result fails with ``stalled``: the engine instances to restart."""
-    watch = StallWatch(params.get("stalls") or [], params.get("stall_timeout") or 0, params["request_timeout"], get=get,
-                       clock=clock)
-    if wait is None:
-        def wait(check, interval, request_timeout):
-            return wait_for(check, interval, request_timeout, get=get, clock=clock, sleep=sleep, watch=watch)
-    done = []
-    for check in params["checks"]:
-        held, polls, seconds, answer = wait(check, params["interval"], params["request_timeout"])
-        if not held and watch.stalled:
-            return _stalled_result(watch, check, answer, done)
-        if not held:
-            return dict(failed=True, changed=False,
-                        msg='"%s" did not hold within %s s (%s: %s)' % (check["name"], check["timeout"], check["url"], answer),
-                        check=check["name"], until=check["until"], url=check["url"], last_answer=answer,
-                        waiting_for=check["waiting_for"], checks=done)
-        done.append({"name": check["name"], "seconds": round(seconds, 2), "polls": polls})
-    return dict(changed=False, checks=done)
+def _poll_round(checks, states, pending, request_timeout, get, poller, started, clock):
+    """One GET of every pending check (concurrently); the indexes of those that still do not hold."""
+    def one(i):
+        return get(checks[i]["url"], request_timeout, checks[i].get("tls"))
+    answers = poller.map(one, pending)
+    elapsed = clock() - started
+    left = []
+    for i, (status, body, text) in zip(pending, answers):
+        state = states[i]
+        state.polls += 1
+        state.seconds = elapsed
+        if condition_met(checks[i]["until"], status, body, checks[i].get("endpoints")):
+            state.held, state.answer = True, ""
+        else:
+            state.answer = describe(checks[i], status, body, text)
+            left.append(i)
+    return left
+
+
+def read_all(reads, request_timeout, concurrency, get=get_answer):
+    """GET every target of ``reads`` once, concurrently (verify's observations): ``{group: {name: target}}`` (a
+    target: ``url`` and optional ``tls``) -> ``{group: {name: {status, json, error}}}``, status -1 and ``error`` when
+    nothing answered, ``json`` {} when the answer is not JSON (what verify judges, as a ``uri`` loop gave it)."""
+    items = []
+    for group, targets in (reads or {}).items():
+        if not isinstance(targets, dict):
+            raise ValueError("reads.%s: must be a mapping of names to targets (url, tls)" % group)
+        for name, target in targets.items():
+            if not isinstance(target, dict) or not target.get("url"):
+                raise ValueError("reads.%s.%s: a target needs a url" % (group, name))
+            items.append((group, name, target))
+    out = {group: {} for group in reads or {}}
+    with Poller(concurrency) as poller:
+        answers = poller.map(lambda item: get(item[2]["url"], request_timeout, item[2].get("tls")), items)
+    for (group, name, dummy), (status, body, text) in zip(items, answers):
+        out[group][name] = {"status": status, "json": body if body is not None else {},
+                            "error": text[:ANSWER_LIMIT] if status == -1 else ""}
+    return out
+
+
+def run_checks(params, get=get_answer, clock=time.monotonic, sleep=time.sleep):
+    """Wait for every check of ``params`` (ARGUMENT_SPEC, validated): the result of the action.
+
+    One wait for all checks: each round GETs every check that does not hold yet, concurrently (at most
+    ``concurrency`` requests at a time), and a check that held is not asked again. The wait ends when all hold,
+    when a check's own ``timeout`` (seconds since the wait began) or the whole wait's ``deadline`` (default: the
+    longest check timeout) passes, or when a watched pod stalls (StallWatch, probed concurrently too): then it fails
+    once, listing every check that does not hold with its host and last answer (``failing``), and with ``stalled``
+    (the engine instances to restart) when pods stalled."""
+    return _wait(params, get, clock, sleep, None)[0]
+
+
+def _wait(params, get, clock, sleep, watch):
+    """run_checks' result and the state of every check (held, polls, seconds, answer)."""
+    checks = params["checks"]
+    interval, request_timeout = params["interval"], params["request_timeout"]
+    deadline = params.get("deadline") or max([c["timeout"] for c in checks] or [0])
+    with Poller(params.get("concurrency") or 1) as poller:
+        if watch is None:
+            watch = StallWatch(params.get("stalls") or [], params.get("stall_timeout") or 0, request_timeout,
+                               get=get, clock=clock, poller=poller)
+        states = [_State() for dummy in checks]
+        started = clock()
+        pending = list(range(len(checks)))
+        expired = []
+        while pending:
+            pending = _poll_round(checks, states, pending, request_timeout, get, poller, started, clock)
+            if not pending:
+                break
+            elapsed = clock() - started
+            expired = [i for i in pending if elapsed + interval > min(checks[i]["timeout"], deadline)]
+            if expired or watch.poll():
+                break
+            sleep(interval)
+    result = dict(changed=False, checks=[{"name": c["name"], "seconds": round(s.seconds, 2), "polls": s.polls}
+                                         for c, s in zip(checks, states) if s.held])
+    if pending:
+        result.update(_failure(checks, states, pending, expired, watch))
+    return result, states
+
+
+def _failure(checks, states, pending, expired, watch):
+    """The failed result: every check that does not hold, the first one that ran out of time first."""
+    order = [i for i in pending if i in expired] + [i for i in pending if i not in expired]
+    failing = [{"name": checks[i]["name"], "host": check_host(checks[i]), "url": checks[i]["url"],
+                "until": checks[i]["until"], "last_answer": states[i].answer, "timed_out": i in expired,
+                "waiting_for": list(checks[i].get("waiting_for") or [])} for i in order]
+    first = checks[order[0]]
+    waiting_for = list(dict.fromkeys(role for f in failing for role in f["waiting_for"]))
+    out = dict(failed=True, check=first["name"], until=first["until"], url=first["url"],
+               last_answer=states[order[0]].answer, waiting_for=waiting_for, failing=failing,
+               failing_hosts=list(dict.fromkeys(f["host"] for f in failing)))
+    if watch.stalled:
+        names = ", ".join(s["container"] for s in watch.stalled)
+        out.update(stalled=watch.instances(), msg=(
+            "the node managers of %s report normal while none of their engines answers, for %s s: their start "
+            "command never came (upstream's controller drops a node manager it cannot reach when the instance "
+            "assembles, and that pod does not register again); waiting for \"%s\"" % (names, watch.timeout,
+                                                                                      first["name"])))
+        return out
+    lines = []
+    for f, i in zip(failing[:LISTED_LIMIT], order):
+        how = "did not hold within %s s" % checks[i]["timeout"] if f["timed_out"] else "did not hold yet"
+        lines.append('"%s" %s (%s: %s)' % (f["name"], how, f["url"], f["last_answer"]))
+    if len(failing) > LISTED_LIMIT:
+        lines.append("and %d more checks on %s" % (len(failing) - LISTED_LIMIT, ", ".join(
+            dict.fromkeys(f["host"] for f in failing[LISTED_LIMIT:]))))
+    out["msg"] = lines[0] if len(lines) == 1 else "%d checks do not hold (hosts: %s): %s" % (
+        len(failing), ", ".join(out["failing_hosts"]), "; ".join(lines))
+    return out

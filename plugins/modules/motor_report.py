@@ -10,12 +10,15 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_report
-short_description: Stop a deploy when a host did not finish its tier steps, or give its summary
+short_description: Stop a deploy when too many hosts did not finish their tier steps, or give its summary
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
   - Reads on the controller what every host with work registered from its last M(pymotor.ascend.motor_containers) run
-    of the steps (O(host_run)) and fails, naming the hosts, when that run is missing, failed or unreachable.
+    of the steps (O(host_run)) and, when that run is missing, failed or unreachable (or the host is in O(down)),
+    fails naming the hosts and what needs them if they are more than O(max_fail_percentage) of the hosts or no
+    engine instance is left without them; else sets the fact C(motor_decision) to the decision without what needs
+    them.
   - With O(summary), returns the summary table of every planned container with its state (the discovery, then the
     hosts' last runs, then O(states)).
 extends_documentation_fragment:
@@ -38,9 +41,26 @@ options:
     type: dict
     default: {}
   summary:
-    description: Return the summary lines.
+    description: Return the summary lines (left-out containers with the state C(left out)) and C(incomplete).
     type: bool
     default: false
+  down:
+    description: Hosts that failed during the tier steps (the tier play's failed hosts).
+    type: list
+    elements: str
+    default: []
+  max_fail_percentage:
+    description: Share of the hosts, in percent, that may fail while the deploy goes on without them.
+    type: float
+    default: 0
+  ready_timeout:
+    description: Seconds of the remaining readiness checks that wait for readiness.
+    type: int
+    default: 1800
+  port_timeout:
+    description: Seconds of the remaining readiness checks that wait for a port.
+    type: int
+    default: 300
 """
 
 EXAMPLES = r"""
@@ -56,6 +76,16 @@ summary:
   returned: with O(summary)
   type: list
   elements: str
+incomplete:
+  description: With O(summary), what the deploy left out because hosts failed (empty when nothing).
+  returned: with O(summary)
+  type: str
+ansible_facts:
+  description: When hosts failed and the deploy goes on, C(motor_decision) without what needs them (readiness
+    checks of the rest, no stall watch or rolling restart of a left-out instance) with C(left_out) (the hosts, the
+    containers and engine instances left out, C(message)). Never shown (the decision carries user_config).
+  returned: when hosts failed and the deploy goes on
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -64,7 +94,9 @@ from ansible.module_utils.basic import AnsibleModule
 def main():
     spec = dict(plan=dict(type="dict", required=True), decision=dict(type="dict", required=True),
                 host_run=dict(type="str", required=True), states=dict(type="dict", default={}),
-                summary=dict(type="bool", default=False))
+                summary=dict(type="bool", default=False), down=dict(type="list", elements="str", default=[]),
+                max_fail_percentage=dict(type="float", default=0), ready_timeout=dict(type="int", default=1800),
+                port_timeout=dict(type="int", default=300))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_report runs as an action plugin on the controller")
 

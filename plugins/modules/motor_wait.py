@@ -10,13 +10,16 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_wait
-short_description: Wait until PyMotor's endpoints report ready, one condition after the other, in one run
+short_description: Wait until PyMotor's endpoints report ready, all conditions polled together, in one run
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
-  - Polls each check of O(checks) in order every O(interval) seconds until its condition holds, then goes on to
-    the next; fails at the first check that does not hold within its own timeout, with the last answer and the
-    containers it waited for (for the log tails of the caller's rescue).
+  - One wait for all of O(checks) - every O(interval) seconds, each check that does not hold yet is polled
+    (concurrently, at most O(concurrency) requests at a time, so a dead or black-holed host holds up one worker
+    for O(request_timeout), not the others); a check that held is not asked again. The wait ends when every
+    check holds, or fails once when a check's own timeout (counted from the start of the wait) or O(deadline)
+    passes, listing every check that does not hold with its host and last answer (RV(failing)) and the roles
+    they waited for (for the log tails of the caller's rescue).
   - Runs as an action on the controller (in the worker process, no module run), where M(ansible.builtin.uri)
     with C(until) is one module run per poll.
   - Conditions - C(answers) the URL answers HTTP at all (any status); C(ready) the JSON answer has
@@ -36,7 +39,7 @@ attributes:
     description: No diff is returned.
 options:
   checks:
-    description: The conditions to wait for, in order.
+    description: The conditions to wait for (all polled together; the order is the order of the report).
     type: list
     elements: dict
     required: true
@@ -63,9 +66,13 @@ options:
         elements: raw
         default: []
       timeout:
-        description: Seconds this check may take.
+        description: Seconds (from the start of the wait) this check may take.
         type: int
         default: 300
+      host:
+        description: The inventory host the check talks to (named on failure); default the URL's host.
+        type: str
+        default: ""
       waiting_for:
         description: Roles of the containers this check depends on (returned when it fails).
         type: list
@@ -141,6 +148,21 @@ options:
     description: Seconds one HTTP request may take.
     type: float
     default: 5
+  deadline:
+    description: Seconds the whole wait may take; C(0) means the longest O(checks[].timeout).
+    type: int
+    default: 0
+  concurrency:
+    description: At most this many requests at a time (checks and stall probes); C(1) polls one after the other.
+    type: int
+    default: 16
+  reads:
+    description:
+      - Targets to GET once each, concurrently, before the checks (the day-2 verify reads its observations so) -
+        a mapping of groups, each a mapping of names to targets with C(url) and C(tls) (as O(checks[].tls), or
+        null). Their answers are RV(answers).
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -155,13 +177,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+answers:
+  description:
+    - Per group and name of O(reads), the answer - C(status) (HTTP status, -1 when nothing answered), C(json)
+      (the parsed body, {} when it is not JSON) and C(error) (why nothing answered).
+  returned: when O(reads) is given
+  type: dict
 checks:
   description: Per check that held, its name, the seconds it took and the number of polls.
   returned: always
   type: list
   elements: dict
 check:
-  description: The check that did not hold (on failure).
+  description: The first check that did not hold (on failure; one that ran out of time first).
   returned: failure
   type: str
 last_answer:
@@ -174,7 +202,20 @@ stalled:
   type: list
   elements: str
 waiting_for:
-  description: The C(waiting_for) of that check (on failure).
+  description: The C(waiting_for) roles of every check that did not hold (on failure).
+  returned: failure
+  type: list
+  elements: str
+failing:
+  description:
+    - Every check that did not hold (on failure) - C(name), C(host), C(url), C(until), C(last_answer),
+      C(timed_out) (its own time or the deadline ran out; false - it was still pending when the wait stopped),
+      C(waiting_for).
+  returned: failure
+  type: list
+  elements: dict
+failing_hosts:
+  description: The hosts of RV(failing), each once.
   returned: failure
   type: list
   elements: str

@@ -88,7 +88,8 @@ def test_verify_check_mode_probes_and_passes_without_writing(cluster):
     result = playbook("verify.yml", cluster["inventory"], cluster["config"], "--check",
                       "-e", f"motor_verify_report={report_path}")
     assert "checks passed, 0 failed" in result.stdout, result.stdout[-4000:]
-    for task in ("Read the controller readiness", "Send one inference request",
+    for task in ("Read the controller, the coordinator, every node manager and engine and the KV conductor "
+                 "(concurrently)", "Send one inference request",
                  "Subscribe to the KV events and run the affinity probe"):
         chunk = result.stdout.split(f"TASK [pymotor.ascend.motor_operations : {task}]", 1)[1].split("TASK [", 1)[0]
         assert "ok: [localhost" in chunk and "skipping" not in chunk, f"{task} was not probed:\n{chunk}"

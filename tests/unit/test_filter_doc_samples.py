@@ -18,6 +18,7 @@ from ansible.parsing.plugin_docs import read_docstring
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONTAINER_LABEL, HASH_LABEL, PARTS_LABEL, PLACEMENT_LABEL, PORTS_LABEL
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_urls
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import container_needs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, spec_digest
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
 
@@ -204,6 +205,8 @@ REAL_OUTPUT = {
     "motor_reconcile_table": lambda: FILTERS["motor_reconcile_table"](scale_in()[1]),
     "motor_reconcile_drain_requests": lambda: drain_output("motor_reconcile_drain_requests"),
     "motor_reconcile_drained": lambda: drain_output("motor_reconcile_drained"),
+    # what needs the second engine host of 2 prefill instances on the example inventory
+    "motor_reconcile_needing": lambda: FILTERS["motor_reconcile_needing"](container_needs(plan_of(2)), ["npu-a2-02"]),
     "motor_ops": lambda: healthy_report(plan_of()),
     "motor_ops_verify_table": lambda: FILTERS["motor_ops_verify_table"](healthy_report(plan_of())),
     "motor_ops_http": lambda: FILTERS["motor_ops_http"]([

@@ -123,6 +123,25 @@ def expected_kv_endpoints(plan: dict) -> list:
     return out
 
 
+def kv_endpoint_ranges(plan: dict) -> list:
+    """``expected_kv_endpoints`` as the readiness wait takes it, in size linear in the pods: per publishing container
+    ``{container, host, need, at, first, count}``: at least ``need`` of the endpoints ``<at>:<first>`` ..
+    ``<at>:<first + count - 1>`` listed (``at``: ``tcp://<ip>``, as the coordinator registers it; the ports of its
+    instance's rank pool, contiguous from 0: plan/placement.py ``_rank_pool``). A list of every URL per pod grows
+    with pods x instance size (131,072 URLs at 1024 A3 hosts of bench/plan_scaling's config)."""
+    events = (plan or {}).get("kv_events")
+    if not events:
+        return []
+    out = []
+    for container in plan.get("containers", []):
+        if container.get("role") == events.get("role") and container.get("dp_ranks"):
+            pool = container.get("rank_pool") or container.get("dp_ranks")
+            out.append({"container": container["name"], "host": container["host"], "need": len(container["dp_ranks"]),
+                        "at": f"tcp://{container['ip']}", "first": events["endpoint_port"] + min(pool),
+                        "count": max(pool) - min(pool) + 1})
+    return out
+
+
 def kv_endpoint_urls(plan: dict) -> list:
     """Every endpoint a publishing rank may bind (what a listener subscribes to)."""
     return [url for entry in expected_kv_endpoints(plan) for url in entry["of"]]

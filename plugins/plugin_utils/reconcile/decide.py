@@ -12,7 +12,8 @@ and the work each host and the controller do after it (pure, no I/O; the action 
 - ``steps``: the tier steps in start order (``tiers``), the same list for every host, so that a loop over it runs
   each step on every host before the next (linear strategy);
 - ``work``: per host ``steps``: per step the arguments of that host's pymotor.ascend.motor_containers run, or None
-  (nothing to remove, render or start there). When containers must go before any tier starts, the first step is
+  (nothing to remove, render or start there); ``needs``: per container of the host the hosts it needs
+  (``reconcile/degraded.py``: what stays unstarted when a host fails during the tier steps). When containers must go before any tier starts, the first step is
   that removal on every host. A host renders its config directories in its first step that has containers of it,
   together with that step's starts;
 - ``readiness``: the motor_wait checks of the service; ``rolling``: per engine instance whose own config changed,
@@ -30,9 +31,10 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import with_needs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts, runtime_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
@@ -49,9 +51,12 @@ def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: d
             "hosts": judged["hosts"]}
 
 
-def _check(name, until, tgt, timeout, waiting_for, endpoints=None) -> dict:
-    """One motor_wait check of a target (``service_targets``): its URL and TLS files."""
+def _check(name, until, tgt, timeout, waiting_for, endpoints=None, host=None) -> dict:
+    """One motor_wait check of a target (``service_targets``): its URL and TLS files (``host``: the inventory host
+    it talks to, named when it fails)."""
     check = dict(_target(tgt), name=name, until=until, timeout=int(timeout), waiting_for=list(waiting_for))
+    if host:
+        check["host"] = host
     if endpoints is not None:
         check["endpoints"] = endpoints
     return check
@@ -73,15 +78,16 @@ def readiness_checks(plan: dict, timeouts: dict) -> list:
     targets = service_targets(plan)
     checks = [
         _check("the controller port answers", "answers", targets["controller"], timeouts["port"],
-               ["controller", "coordinator"]),
+               ["controller", "coordinator"], host=(plan.get("controller") or {}).get("host")),
         _check("the coordinator reports ready (instances assembled; model loading can take long)", "ready",
-               targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"]),
+               targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"],
+               host=(plan.get("coordinator") or {}).get("host")),
     ]
     checks += engine_checks(plan, targets, timeouts)
     if tracks_ranks(plan):
         checks.append(_check("the KV conductor lists every prefill/union DP rank", "endpoints", _services(targets),
                              timeouts["ready"], ["kv_conductor", "coordinator", "prefill", "union"],
-                             endpoints=expected_kv_endpoints(plan)))
+                             endpoints=kv_endpoint_ranges(plan), host=(plan.get("kv_conductor") or {}).get("host")))
     return checks
 
 
@@ -96,7 +102,7 @@ def engine_checks(plan: dict, targets: dict, timeouts: dict, names=None) -> list
         for ep in c.get("endpoints") or []:
             key = "%s/%s" % (c["name"], ep["dp_rank"])
             checks.append(_check("the engine of %s (endpoint %d) reports normal" % (c["name"], ep["local_index"]),
-                                 "status_ok", targets["engines"][key], timeouts["ready"], [c["role"]]))
+                                 "status_ok", targets["engines"][key], timeouts["ready"], [c["role"]], host=c["host"]))
     return checks
 
 
@@ -111,7 +117,7 @@ def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -
         names = [c["name"] for c in members]
         checks.append(_check("the KV conductor lists the DP ranks of %s" % instance["job_name"], "endpoints",
                              _services(targets), timeouts["ready"], ["kv_conductor"],
-                             endpoints=[e for e in expected_kv_endpoints(plan) if e["container"] in names]))
+                             endpoints=[e for e in kv_endpoint_ranges(plan) if e["container"] in names]))
     checks.append(_check("the coordinator reports ready", "ready", targets["coordinator"], timeouts["ready"],
                          ["coordinator"]))
     return checks
@@ -151,9 +157,8 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
     restarting = {r["container"] for r in result.get("actions") or [] if r.get("action") == "restart"}
     running = frozenset(r["container"] for r in result.get("actions") or [] if r.get("action") == "keep")
     first = {h: list(names) for h, names in (result.get("first") or {}).items() if names}
-    containers = plan.get("containers") or []
     for host in judged["hosts"]:
-        own = [c for c in containers if c["host"] == host]
+        own = judged["own"].get(host) or []
         settings = judged["settings"][host]
         spec_settings = _spec_settings(plan, settings, judged["hosts"][host]["mounts_present"])
         starting = set((result.get("start") or {}).get(host) or [])
@@ -287,7 +292,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
-        "work": host_work(plan, result, judged, steps, startup, with_instances(files, plan)),
+        "work": with_needs(host_work(plan, result, judged, steps, startup, with_instances(files, plan)), plan),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
         **stall_work(plan, result, judged),

@@ -142,9 +142,9 @@ def hash_parts(plan: dict, judged: dict) -> dict:
     """The hash parts of every planned container, from each host's settings, engine mounts and image id as the
     precheck judged them (``judge_hosts``)."""
     parts = {}
-    containers = plan.get("containers") or []
+    own_by_host = judged["own"]
     for host, seen in (judged.get("hosts") or {}).items():
-        own = [c for c in containers if c["host"] == host]
+        own = own_by_host.get(host) or []
         shared = shared_spec(judged["settings"][host], seen["mounts_present"], plan)
         parts.update(config_parts(own, seen["image_id"], shared))
     return parts

@@ -84,6 +84,14 @@ def not_ready_message(failed, logs, limit=LINE_LIMIT, width=LINE_WIDTH):
              "url: %s; last answer: %s" % (failed.get("url") or "?", answer or "none"),
              "likely cause: %s" % cause,
              "fix: %s" % fix]
+    others = (failed.get("failing") or [])[1:]  # motor_wait lists every check that did not hold, the first above
+    for other in others[:limit]:
+        text = str(other.get("last_answer") or "")
+        lines.append(('also not holding: "%s" on %s: %s' % (other.get("name") or "?", other.get("host") or "?",
+                                                            text or "none"))[:width])
+    if len(others) > limit:
+        lines.append("and %d more checks that did not hold, on %s" % (len(others) - limit, ", ".join(
+            dict.fromkeys(str(o.get("host") or "?") for o in others[limit:]))))
     done = set()
     for entry in logs or []:
         key = (entry.get("host"), entry.get("name"))

@@ -181,7 +181,8 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
     if read and npus and truthy(settings["check_links"]):
         for check, what, fix in network_findings(npus, probe):
             problem(check, what, fix)
-    planned = [p for c in containers for p in c.get("ports") or []]
+    holders = {p: c["name"] for c in reversed(containers) for p in c.get("ports") or []}  # port -> its first planner
+    by_name = {c["name"]: c for c in containers}
     # ports held by our own running containers: each records the ports it binds in its io.pymotor.ports label
     # (a container of the job without that label, from an older deploy: the ports planned for its name)
     allowed = set()
@@ -190,11 +191,10 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
             continue
         label = (own.get("Labels") or {}).get(PORTS_LABEL) or ""
         allowed.update(int(p) for p in label.split(",") if p)
-        allowed.update(p for c in containers if c["name"] == _container_name(own) for p in c.get("ports") or [])
+        allowed.update((by_name.get(_container_name(own)) or {}).get("ports") or [])
     for port in probe.get("listening") or []:
-        if port in planned and port not in allowed:
-            holder = next(c["name"] for c in containers if port in (c.get("ports") or []))
-            problem("port %s" % port, "already in use by another process, but planned for %s" % holder,
+        if port in holders and port not in allowed:
+            problem("port %s" % port, "already in use by another process, but planned for %s" % holders[port],
                     "stop that process, or add %s to motor_reserved_ports of this host and re-plan" % port)
     for path in cert_dirs(plan) if containers else []:
         if not paths.get(path, True):  # ENABLE_GEN_CERT=true: every container's boot reads the CA and the script
@@ -226,13 +226,14 @@ def judge_hosts(plan: dict, hosts: list, probes: dict, defaults: dict, overrides
     variable -> the controller's value), ``overrides`` (host -> its own values of those variables).
 
     Returns ``problems`` (all hosts), ``warnings`` (what deploys anyway: an NPU in Warning, versions side by side),
-    ``hosts`` (host -> ``image_id``, ``mounts_present``, ``problems``) and
-    ``settings`` (host -> its view of the settings, by short name)."""
-    result = {"problems": [], "warnings": [], "hosts": {}, "settings": {}}
-    containers = plan.get("containers") or []
+    ``hosts`` (host -> ``image_id``, ``mounts_present``, ``problems``), ``settings`` (host -> its view of the
+    settings, by short name) and ``own`` (host -> its planned containers, in plan order: the one index of the
+    decision, built once)."""
+    own_by_host = containers_by_host(plan)
+    result = {"problems": [], "warnings": [], "hosts": {}, "settings": {}, "own": own_by_host}
     job_network = job_network_findings(plan, probes, True)  # each host's own check_links decides below
     for host in checked_hosts(plan, hosts):
-        own = [c for c in containers if c["host"] == host]
+        own = own_by_host.setdefault(host, [])
         probe = (probes or {}).get(host) or {}
         settings = host_settings(defaults or {}, (overrides or {}).get(host) or {})
         mounts = mounts_present(probe, settings["engine_mounts"])
@@ -243,6 +244,14 @@ def judge_hosts(plan: dict, hosts: list, probes: dict, defaults: dict, overrides
         result["settings"][host] = settings
         result["problems"] += problems
     return result
+
+
+def containers_by_host(plan: dict) -> dict:
+    """host -> its planned containers, in plan order."""
+    out = {}
+    for c in plan.get("containers") or []:
+        out.setdefault(c["host"], []).append(c)
+    return out
 
 
 def checked_hosts(plan: dict, hosts: list) -> list:

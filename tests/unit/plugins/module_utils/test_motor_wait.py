@@ -138,25 +138,47 @@ def test_an_untrusted_https_server_is_no_answer(http_server):
     assert status == -1 and body is None and text
 
 
-def test_run_checks_stops_at_the_first_check_that_does_not_hold():
-    held = {"http://c/readiness": (True, 3, 1.234, ""), "http://k/services": (False, 9, 4.0, "HTTP 200 {}")}
-    params = {"interval": 0.5, "request_timeout": 5, "checks": [
+def test_run_checks_polls_every_check_until_all_hold_and_lists_every_failing_one():
+    """One wait for all checks: a check that held is not asked again; when one runs out of its own time the wait
+    fails once, naming every check that does not hold with its host and last answer."""
+    clock = Clock()
+    table = {"http://c/readiness": lambda now: (200, {"ready": True}, "{}") if now >= 1 else (503, {"ready": False}, "{}"),
+             "http://k/services": lambda now: (200, {}, "{}"),
+             "http://10.0.0.7:1026/status": refused}
+    get, calls = answering(table, clock)
+    params = {"interval": 0.5, "request_timeout": 5, "concurrency": 4, "checks": [
         {"name": "coordinator", "url": "http://c/readiness", "until": "ready", "timeout": 10, "waiting_for": ["coordinator"]},
-        {"name": "conductor", "url": "http://k/services", "until": "endpoints", "timeout": 4, "waiting_for": ["kv_conductor"]},
-        {"name": "never polled", "url": "http://x", "until": "answers", "timeout": 1, "waiting_for": []}]}
-    polled = []
+        {"name": "conductor", "url": "http://k/services", "until": "endpoints", "timeout": 4,
+         "endpoints": ["tcp://a:1"], "waiting_for": ["kv_conductor"], "host": "ctl"},
+        {"name": "engine", "url": "http://10.0.0.7:1026/status", "until": "status_ok", "timeout": 10,
+         "waiting_for": ["prefill"]}]}
+    result = mw.run_checks(params, get=get, clock=clock, sleep=clock.sleep)
+    assert calls.count("http://c/readiness") == 3  # at 0, 0.5 and 1 s, then never again
+    assert calls.count("http://k/services") == calls.count("http://10.0.0.7:1026/status") == 9  # 0 .. 4 s
+    assert result["failed"] and result["check"] == "conductor" and result["checks"] == [
+        {"name": "coordinator", "seconds": 1.0, "polls": 3}]
+    assert [(f["name"], f["host"], f["timed_out"]) for f in result["failing"]] == [
+        ("conductor", "ctl", True), ("engine", "10.0.0.7", False)]
+    assert result["failing_hosts"] == ["ctl", "10.0.0.7"] and result["waiting_for"] == ["kv_conductor", "prefill"]
+    assert result["msg"] == ('2 checks do not hold (hosts: ctl, 10.0.0.7): "conductor" did not hold within 4 s '
+                             '(http://k/services: HTTP 200 {}; missing tcp://a:1); "engine" did not hold yet '
+                             '(http://10.0.0.7:1026/status: no answer (refused))')
+    alone = mw.run_checks(dict(params, checks=params["checks"][1:2]), get=get, clock=clock, sleep=clock.sleep)
+    assert alone["msg"] == '"conductor" did not hold within 4 s (http://k/services: HTTP 200 {}; missing tcp://a:1)'
+    assert mw.run_checks(dict(params, checks=params["checks"][:1]), get=get, clock=clock, sleep=clock.sleep) == {
+        "changed": False, "checks": [{"name": "coordinator", "seconds": 0.0, "polls": 1}]}
 
-    def wait(check, interval, request_timeout):
-        polled.append(check["name"])
-        return held[check["url"]]
 
-    result = mw.run_checks(params, wait=wait)
-    assert polled == ["coordinator", "conductor"]
-    assert result["failed"] and result["check"] == "conductor" and result["waiting_for"] == ["kv_conductor"]
-    assert result["msg"] == '"conductor" did not hold within 4 s (http://k/services: HTTP 200 {})'
-    assert result["checks"] == [{"name": "coordinator", "seconds": 1.23, "polls": 3}]
-    assert mw.run_checks(dict(params, checks=params["checks"][:1]), wait=wait) == {
-        "changed": False, "checks": [{"name": "coordinator", "seconds": 1.23, "polls": 3}]}
+def test_one_deadline_for_the_whole_wait():
+    """``deadline`` ends the wait even for checks with longer timeouts of their own."""
+    clock = Clock()
+    get, dummy = answering({"http://c/readiness": lambda now: (503, {"ready": False}, "{}")}, clock)
+    checks = [{"name": "c%d" % i, "url": "http://c/readiness", "until": "ready", "timeout": 1800, "waiting_for": []}
+              for i in range(3)]
+    result = mw.run_checks({"interval": 1, "request_timeout": 5, "deadline": 30, "checks": checks},
+                           get=get, clock=clock, sleep=clock.sleep)
+    assert result["failed"] and 29 <= clock() <= 30 and len(result["failing"]) == 3
+    assert all(f["timed_out"] for f in result["failing"])
 
 
 def test_the_action_validates_its_arguments_like_a_module():
@@ -208,8 +230,9 @@ def test_a_pod_whose_node_manager_is_normal_without_engines_stalls_the_wait():
     assert watch.instances() == ["job-d0"]
     assert calls.count("http://h/nm") == int(30 // mw.STALL_PROBE_SECONDS) + 1  # probed every STALL_PROBE_SECONDS
 
-    result = mw.run_checks({"checks": [check], "interval": 0.5, "request_timeout": 5, "stalls": [STALL],
-                            "stall_timeout": 0}, wait=lambda c, i, r: (False, 1, 1800, "HTTP 503 {}"))
+    clock.now = 0.0
+    result = mw.run_checks({"checks": [check], "interval": 5, "request_timeout": 5, "stalls": [STALL],
+                            "stall_timeout": 0}, get=get, clock=clock, sleep=clock.sleep)
     assert "stalled" not in result and result["msg"].startswith('"coordinator" did not hold within 1800 s')
 
 
@@ -265,3 +288,119 @@ def test_run_checks_reports_the_stalled_instances():
     assert mw.run_checks(dict(params, stall_timeout=0, checks=params["checks"][:1]), get=get, clock=clock,
                          sleep=clock.sleep) == {"changed": False, "checks": [{"name": "coordinator", "seconds": 0.0,
                                                                               "polls": 1}]}
+
+
+@pytest.fixture()
+def fleet():
+    """Local HTTP servers on 127.0.0.1: ``/status`` of each waits (up to 5 s) until ``gather`` requests are in flight
+    at once (a barrier) and answers normal, or 503 when they never were; plus a black-holed port (it listens, never
+    accepts) and a refused one."""
+    import http.server
+    import socket
+    import threading
+
+    state = {"barrier": None, "in_flight": 0, "most": 0}
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # pylint: disable=invalid-name
+            with lock:
+                state["in_flight"] += 1
+                state["most"] = max(state["most"], state["in_flight"])
+            try:
+                state["barrier"].wait(timeout=5)
+                status, body = 200, b'{"status": "normal"}'
+            except threading.BrokenBarrierError:
+                status, body = 503, b'{"status": "abnormal"}'
+            with lock:
+                state["in_flight"] -= 1
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) for dummy in range(6)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(0)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    refused_port = closed.getsockname()[1]
+    closed.close()
+
+    def gather(count):
+        state["barrier"] = threading.Barrier(count)
+    yield {"urls": ["http://127.0.0.1:%d/status" % s.server_address[1] for s in servers], "gather": gather,
+           "state": state, "hole": "http://127.0.0.1:%d/status" % hole.getsockname()[1],
+           "refused": "http://127.0.0.1:%d/status" % refused_port}
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    hole.close()
+
+
+def _engine_checks(urls, timeout=30):
+    return [{"name": "engine %d" % i, "url": url, "until": "status_ok", "timeout": timeout, "waiting_for": ["prefill"],
+             "host": "npu-%d" % i} for i, url in enumerate(urls)]
+
+
+def test_checks_are_polled_concurrently_within_the_bound(fleet):
+    """Six endpoints that answer only when three requests are in flight at once: three workers get all of them in
+    one round (two barrier rounds of three), never more than three at a time."""
+    fleet["gather"](3)
+    result = mw.run_checks({"interval": 0.1, "request_timeout": 10, "concurrency": 3,
+                            "checks": _engine_checks(fleet["urls"])})
+    assert "failed" not in result and [c["polls"] for c in result["checks"]] == [1] * 6
+    assert fleet["state"]["most"] == 3
+
+
+def test_a_dead_host_does_not_hold_up_the_others_and_is_named(fleet):
+    """A black-holed and a refused endpoint among answering ones: the others hold in the first round, the wait ends
+    at the checks' timeout and names both hosts, each with its last answer."""
+    fleet["gather"](1)
+    checks = _engine_checks(fleet["urls"][:4] + [fleet["hole"], fleet["refused"]], timeout=2)
+    result = mw.run_checks({"interval": 0.2, "request_timeout": 0.5, "concurrency": 8, "checks": checks})
+    assert result["failed"] and [c["name"] for c in result["checks"]] == ["engine %d" % i for i in range(4)]
+    assert all(c["polls"] == 1 for c in result["checks"])
+    assert [(f["name"], f["host"], f["url"]) for f in result["failing"]] == [
+        ("engine 4", "npu-4", fleet["hole"]), ("engine 5", "npu-5", fleet["refused"])]
+    assert result["failing"][0]["last_answer"].startswith("no answer (") and "timed out" in result["failing"][0]["last_answer"]
+    assert "refused" in result["failing"][1]["last_answer"].lower()
+    assert result["msg"].startswith("2 checks do not hold (hosts: npu-4, npu-5): ")
+
+
+def test_stall_probes_run_concurrently():
+    """The stall watch judges its pods through the same bounded pool: every pod is probed in each round."""
+    clock = Clock()
+    table = {"http://h/nm": lambda now: (200, {"status": True}, "{}"), "http://h/e0": refused, "http://h/e1": refused}
+    get, calls = answering(table, clock)
+    stalls = [dict(STALL, container="job-d0-%d" % i) for i in range(5)]
+    with mw.Poller(4) as poller:
+        watch = mw.StallWatch(stalls, 10, 5, get=get, clock=clock, poller=poller)
+        while not watch.poll():
+            clock.sleep(1)
+    assert clock() == 10 and len(watch.stalled) == 5 and watch.instances() == ["job-d0"]
+    assert calls.count("http://h/nm") == 5 * 3  # at 0, 5 and 10 s
+
+
+def test_reads_get_every_target_once_concurrently_in_verifys_shape(fleet):
+    """verify's observations: every target of every group read once (three at a time here: the barrier of three
+    releases only then), answers as verify judges them, a black-holed and a refused target as status -1 with why."""
+    fleet["gather"](3)
+    reads = {"node_managers": {"p0": {"url": fleet["urls"][0]}, "d0": {"url": fleet["urls"][1], "tls": None}},
+             "engines": {"p0/0": {"url": fleet["urls"][2]}},
+             "dead": {"hole": {"url": fleet["hole"]}, "refused": {"url": fleet["refused"]}},
+             "none": {}}
+    answers = mw.read_all(reads, 1, 3)
+    assert answers["node_managers"] == {"p0": {"status": 200, "json": {"status": "normal"}, "error": ""},
+                                        "d0": {"status": 200, "json": {"status": "normal"}, "error": ""}}
+    assert answers["engines"]["p0/0"]["status"] == 200 and answers["none"] == {}
+    assert [(a["status"], a["json"], bool(a["error"])) for a in answers["dead"].values()] == [(-1, {}, True)] * 2
+    assert fleet["state"]["most"] == 3
+    with pytest.raises(ValueError, match="reads.engines.x: a target needs a url"):
+        mw.read_all({"engines": {"x": {"tls": None}}}, 1, 3)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.not_ready import readiness_failure, tail_lines
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.not_ready import (
+    DIAGNOSES,
+    not_ready_message,
+    readiness_failure,
+    tail_lines,
+)
 
 
 def test_tail_keeps_the_last_distinct_lines_cut_to_width():
@@ -44,3 +49,17 @@ def test_pods_that_stall_again_after_their_restart_are_named_as_such():
                         'restart: their node managers report normal while no engine answers (no start command came)')
     assert lines[2].startswith("likely cause: the controller dropped them again")
     assert "is not alive for instance" in lines[3]
+
+
+def test_every_failing_check_is_named_with_its_host():
+    """motor_wait lists every check that did not hold: the message names the first as before, then the others with
+    their hosts (at most ``limit``, then the hosts of the rest)."""
+    failing = [{"name": "engine %d" % i, "host": "npu-%d" % i, "last_answer": "no answer (timed out)"}
+               for i in range(5)]
+    failed = {"check": "engine 0", "until": "status_ok", "url": "http://10.0.0.1:1026/status",
+              "last_answer": "no answer (timed out)", "failing": failing}
+    lines = not_ready_message(failed, [], limit=2)
+    assert lines[0] == 'readiness: "engine 0" did not succeed within its timeout: ' + DIAGNOSES["status_ok"][0]
+    assert lines[4:] == ['also not holding: "engine 1" on npu-1: no answer (timed out)',
+                         'also not holding: "engine 2" on npu-2: no answer (timed out)',
+                         "and 2 more checks that did not hold, on npu-3, npu-4"]
