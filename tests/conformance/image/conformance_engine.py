@@ -186,7 +186,7 @@ def handler_for(engine: Engine, mgmt: bool):
                 log("request", path=path, request_id=rid, kv_transfer_params=body.get("kv_transfer_params"),
                     max_tokens=body.get("max_tokens"), stream=body.get("stream"))
                 chat = path.endswith("/chat/completions")
-                stream = _Stream(self, chat, rid, body) if body.get("stream") else None
+                stream = _Stream(self, chat, rid, body, engine.model) if body.get("stream") else None
                 try:
                     result = engine.complete(path, body, rid, emit=stream.emit if stream else None)
                 except OSError as exc:  # the metaserver hand-off failed: the request fails, as on vLLM
@@ -209,14 +209,14 @@ class _Stream:
     """vLLM's server-sent events: a chunk per emitted piece of output, the finish reason, with
     ``stream_options.include_usage`` a last chunk carrying the usage, then ``[DONE]``."""
 
-    def __init__(self, handler, chat: bool, request_id: str, body: dict):
-        self.handler, self.chat, self.body = handler, chat, body
+    def __init__(self, handler, chat: bool, request_id: str, body: dict, model: str):
+        self.handler, self.chat, self.body, self.model = handler, chat, body, model
         self.id = f"chatcmpl-{request_id}" if chat else f"cmpl-{request_id}-0"
         self.started = False
 
     def _chunk(self, choices: list, **extra) -> None:
         data = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                "created": int(time.time()), "model": self.body.get("model"), "choices": choices, **extra}
+                "created": int(time.time()), "model": self.body.get("model") or self.model, "choices": choices, **extra}
         self.handler.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
         self.handler.wfile.flush()
 

@@ -57,7 +57,7 @@ class KvEventPublisher:
             self.buffer.append((seq, payload))
             self.pub.send_multipart([self.topic, seq.to_bytes(8, "big"), payload])
         log(self.component, "published KV events", seq=seq,
-            events=[[e[0], len(e[1]), e[6] if len(e) > 6 else None] for e in events])
+            events=[[e[0], len(e[1]) if len(e) > 1 else 0, e[6] if len(e) > 6 else None] for e in events])
 
     def _serve_replay(self) -> None:
         """vLLM's _service_replay: only the REQ envelope [client_id, b"", start_seq] is valid."""
