@@ -27,8 +27,8 @@ def _axes(title, xlabel, ylabel, xmax, ymax, yfmt="%.2f", xfmt="%.1f") -> list:
         out.append('<text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>'
                    % (PAD - 4, y + 4, yfmt % (ymax * i / 4)))
         if xfmt:
-            out.append('<text x="%.1f" y="%d" class="tick" text-anchor="middle">%s</text>'
-                       % (x, H - PAD + 16, xfmt % (xmax * i / 4)))
+            out.append('<text x="%.1f" y="%d" class="tick" text-anchor="%s">%s</text>'
+                       % (x, H - PAD + 16, "end" if i == 4 else "middle", xfmt % (xmax * i / 4)))
     out.append('<text x="%d" y="%d" class="label" text-anchor="middle">%s</text>'
                % ((W + PAD) // 2, H - 8, escape(xlabel)))
     out.append('<text x="12" y="%d" class="label" transform="rotate(-90 12 %d)" text-anchor="middle">%s</text>'
@@ -40,9 +40,11 @@ def _xy(x, y, xmax, ymax):
     return (PAD + (W - 10 - PAD) * (x / xmax if xmax else 0), H - PAD - (H - PAD - 24) * (y / ymax if ymax else 0))
 
 
-def _legend(reports) -> list:
+def _legend(reports, bottom=False) -> list:
+    top = H - PAD - 8 - 14 * len(reports) if bottom else 36
     return ['<text x="%d" y="%d" class="legend" fill="%s">&#9632; %s</text>'
-            % (W - 200, 36 + 14 * i, COLORS[i % len(COLORS)], escape(r["label"])) for i, r in enumerate(reports)]
+            % (W - 250, top + 14 * i, COLORS[i % len(COLORS)], escape(r["label"][:40]))
+            for i, r in enumerate(reports)]
 
 
 def _svg(kind, body) -> str:
@@ -60,7 +62,7 @@ def ttft_cdf(reports) -> str:
         if points:
             body.append('<polyline class="series" fill="none" stroke="%s" stroke-width="2" points="%s"/>'
                         % (COLORS[i % len(COLORS)], points))
-    return _svg("ttft", body + _legend(reports))
+    return _svg("ttft", body + _legend(reports, bottom=True))
 
 
 def hit_over_time(reports) -> str:
@@ -78,7 +80,7 @@ def hit_over_time(reports) -> str:
             body.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-dasharray="4 3"/>'
                         % (PAD, y, W - 10, y, "#555"))
     return _svg("hit", body + _legend(reports) + ['<text x="%d" y="%d" class="tick">dashed: ideal</text>'
-                                                  % (W - 200, 36 + 14 * len(reports))])
+                                                  % (W - 250, 36 + 14 * len(reports))])
 
 
 def instance_share(reports) -> str:
