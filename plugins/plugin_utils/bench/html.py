@@ -89,7 +89,7 @@ def instance_share(reports) -> str:
     ymax = max(top, 1.0 / max(len(names), 1)) * 1.15 or 1.0
     body = _axes("Prompt-token share per prefill instance", "instance", "share", len(names) or 1, ymax, xfmt="")
     slot = (W - 10 - PAD) / max(len(names), 1)
-    bar = slot * 0.8 / max(len(reports), 1)
+    width = slot * 0.8 / max(len(reports), 1)
     for n, name in enumerate(names):
         x0 = PAD + slot * n + slot * 0.1
         body.append('<text x="%.1f" y="%d" class="tick" text-anchor="middle">%s</text>'
@@ -98,7 +98,7 @@ def instance_share(reports) -> str:
             share = ((r.get("per_instance") or {}).get(name) or {}).get("share") or 0.0
             y = _xy(0, share, 1, ymax)[1]
             body.append('<rect class="series" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>'
-                        % (x0 + bar * i, y, bar, H - PAD - y, COLORS[i % len(COLORS)]))
+                        % (x0 + width * i, y, width, H - PAD - y, COLORS[i % len(COLORS)]))
     if names:
         y = _xy(0, 1.0 / len(names), 1, ymax)[1]
         body.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#555" stroke-dasharray="4 3"/>'

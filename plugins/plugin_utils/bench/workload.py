@@ -114,7 +114,7 @@ def block_text(hash_id, tokens, calibration, salt="") -> str:
     t = calibration["tokens_per_piece"]
     rng = random.Random("%s/%s" % (salt, hash_id))
     pieces = calibration["pieces"]
-    return "".join(rng.choice(pieces) for _ in range(tokens // t))
+    return "".join(rng.choice(pieces) for _piece in range(tokens // t))
 
 
 def prompt_text(request, calibration, salt="") -> str:

@@ -118,7 +118,7 @@ class Engine:
                 for step in steps:
                     emit(step)
             else:
-                for _ in steps:
+                for _step in steps:
                     pass
         a = self.args
         text = f"conformance {a.role} instance {a.instance_id} dp {a.dp_rank}: {len(tokens)} prompt tokens"

@@ -17,7 +17,7 @@ from motor_sim.perf import EngineModel, PrefixCache  # noqa: E402
 
 def blocks(*ids, size=4):
     """A prompt whose block i is made of token id ids[i] (size tokens each)."""
-    return [i for i in ids for _ in range(size)]
+    return [i for i in ids for _token in range(size)]
 
 
 def test_hits_are_the_longest_cached_prefix_in_whole_blocks():
@@ -30,12 +30,12 @@ def test_hits_are_the_longest_cached_prefix_in_whole_blocks():
 
 def test_lru_eviction_publishes_block_removed_in_vllm_format():
     cache = PrefixCache(4, capacity=3)
-    _, events = cache.store(blocks(1, 2, 3))
+    events = cache.store(blocks(1, 2, 3))[1]
     assert [e[0] for e in events] == ["BlockStored"]
     stored = events[0]
     # vLLM's array-shaped BlockStored: tag, hashes, parent, token ids, block size, lora_id, medium, lora_name
     assert len(stored) == 8 and stored[2] is None and stored[3] == blocks(1, 2, 3) and stored[4] == 4
-    _, events = cache.store(blocks(5))
+    events = cache.store(blocks(5))[1]
     assert [e[0] for e in events] == ["BlockStored", "BlockRemoved"]
     removed = events[1]
     # the tail of the older prompt goes first (vLLM frees a request's blocks in reverse order)
@@ -93,7 +93,7 @@ def test_requests_beyond_the_running_slots_wait():
     held = []
     second = threading.Thread(target=lambda: held.append(model.slot()) or held[0].__enter__())
     second.start()
-    for _ in range(100):
+    for _attempt in range(100):
         if model.waiting == 1:
             break
         threading.Event().wait(0.01)

@@ -121,7 +121,7 @@ class Engine:
         with self.perf.slot():
             cached, events = self.perf.prefill(tokens, remote=remote)
             self._publish(events)
-            for _ in self.perf.decode_steps(output):
+            for _step in self.perf.decode_steps(output):
                 pass
         a = self.args
         answer = f"stand-in {a.role} instance {a.instance_id} dp {a.dp_rank}: {len(tokens)} prompt tokens"

@@ -71,7 +71,9 @@ def test_calibration_and_blocks_equal_exactly_where_hash_ids_are():
 
 
 def test_calibration_with_a_word_tokenizer_and_a_refusal():
-    words = lambda text: len(text.split())  # noqa: E731 (a BPE-like tokenizer: one token per word)
+    def words(text):  # a BPE-like tokenizer: one token per word
+        return len(text.split())
+
     assert workload.calibrate(words)["tokens_per_piece"] == 1
     with pytest.raises(workload.WorkloadError, match="no set of 8"):
         workload.calibrate(lambda text: 3 * len(text.split()))
@@ -159,7 +161,7 @@ class FakeJob:
                 tokens = list(body["prompt"].encode())
                 engine = job.engines[job.route(tokens)]
                 with engine.slot():
-                    cached, _events = engine.prefill(tokens)
+                    cached = engine.prefill(tokens)[0]
                 chunks = ['{"choices": [{"index": 0, "text": " tok"}]}'] * 2 + [json.dumps(
                     {"choices": [], "usage": {"prompt_tokens": len(tokens), "completion_tokens": 2,
                                               "prompt_tokens_details": {"cached_tokens": cached}}})]
