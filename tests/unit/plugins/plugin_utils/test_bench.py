@@ -131,7 +131,7 @@ class FakeJob:
 
     def __init__(self, affinity):
         self.engines = [EngineModel({}, 16, env={"VLLM_SERVER_DEV_MODE": "1"}, sleep=lambda s: None)
-                        for _ in range(2)]
+                        for _engine in range(2)]
         self.rr, self.affinity = itertools.cycle(range(2)), affinity
         job = self
 
