@@ -3,7 +3,12 @@
 The REAL node manager (motor.node_manager) spawns it as ``engine_server`` (this package's script sits ahead of the
 wheel's console script on PATH) with its exact command line. It answers what the real control plane calls:
 - mgmt port: GET /status (drives readiness), GET /metrics (vLLM-named prefix-cache counters), GET /health;
-- business port: OpenAI chat/completions (streaming too), /tokenize, /v1/models, /health, /metrics;
+- business port: OpenAI chat/completions (streaming too), /tokenize, /v1/models, /health, /metrics,
+  POST /reset_prefix_cache (only with VLLM_SERVER_DEV_MODE=1, as vLLM);
+- time and cache: the stand-in's performance model (tests/sim/motor_image/motor_sim/perf.py: bounded LRU prefix
+  cache publishing BlockStored/BlockRemoved, one prefill at a time growing with the uncached prompt tokens, decode
+  time per output token, a limited number of running requests, the rest waiting; knobs MOTOR_SIM_* from the
+  engine's environment, i.e. env.json's engine sections). Not NPU numbers;
 - P/D: a decode request carrying ``kv_transfer_params.metaserver`` makes this engine POST the hand-off to the
   coordinator's metaserver (vLLM's connector does it on a real D), which drives the prefill leg on a P engine;
 - KV events: vLLM's array-shaped msgpack over ZMQ PUB (+ replay ROUTER), reusing the stand-in engine's publisher
@@ -25,7 +30,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from motor_sim.common import cfg_get, engine_section, load_user_config
-from motor_sim.kv_events import KvEventPublisher, PrefixCache
+from motor_sim.kv_events import KvEventPublisher
+from motor_sim.perf import EngineModel
 
 DEFAULT_BLOCK_SIZE = 128
 
@@ -58,7 +64,7 @@ class Engine:
         # transformers imports slowly: only engines load it.
         from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)  # fails like vLLM without a tokenizer
-        self.cache = PrefixCache(int(cfg_get(engine_config, "block_size", DEFAULT_BLOCK_SIZE)))
+        self.perf = EngineModel(engine_config, int(cfg_get(engine_config, "block_size", DEFAULT_BLOCK_SIZE)))
         events = cfg_get(engine_config, "kv_events_config") or {}
         if isinstance(events, str):
             events = json.loads(events)
@@ -66,8 +72,6 @@ class Engine:
         if events.get("enable_kv_cache_events") and events.get("publisher", "zmq") == "zmq":
             self.publisher = KvEventPublisher("conformance-engine", events.get("endpoint", "tcp://*:5557"),
                                               events.get("replay_endpoint"), events.get("topic", ""), args.dp_rank)
-        self.queries = self.hits = self.requests = 0
-        self.lock = threading.Lock()
         self.status = "initial"
 
     def tokens(self, body: dict) -> list[int]:
@@ -81,18 +85,15 @@ class Engine:
         return self.tokenizer.encode(str(prompt), add_special_tokens=False)
 
     def metrics(self) -> str:
-        name = self.model
-        lines = []
-        for metric, value in (("vllm:prefix_cache_queries_total", self.queries),
-                              ("vllm:prefix_cache_hits_total", self.hits),
-                              ("vllm:request_success_total", self.requests)):
-            lines += [f"# TYPE {metric} counter", f'{metric}{{model_name="{name}",engine="{self.args.dp_rank}"}} {value}']
-        for metric in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
-            lines += [f"# TYPE {metric} gauge", f'{metric}{{model_name="{name}",engine="{self.args.dp_rank}"}} 0']
-        return "\n".join(lines) + "\n"
+        return "\n".join(self.perf.metrics(f'{{model_name="{self.model}",engine="{self.args.dp_rank}"}}')) + "\n"
 
-    def complete(self, path: str, body: dict, request_id: str) -> dict:
-        """One completion; a decode leg first hands off to the coordinator's metaserver (the prefill leg)."""
+    def publish(self, events: list) -> None:
+        if events and self.publisher:
+            self.publisher.publish(events)
+
+    def complete(self, path: str, body: dict, request_id: str, emit=None) -> dict:
+        """One completion; a decode leg first hands off to the coordinator's metaserver (the prefill leg).
+        ``emit(tokens)`` is called as each chunk of output tokens is produced (streaming)."""
         kv = body.get("kv_transfer_params") or {}
         chat = path.endswith("/chat/completions")
         vllm_id = f"chatcmpl-{request_id}" if chat else f"cmpl-{request_id}-0"
@@ -107,16 +108,22 @@ class Engine:
                 prefill = json.loads(resp.read() or b"{}")
             log("metaserver hand-off answered", request_id=request_id, metaserver=kv["metaserver"])
         tokens = self.tokens(body)
-        cached, event = self.cache.store(tokens)
-        if event and self.publisher:
-            self.publisher.publish([event])
-        with self.lock:
-            self.queries += len(tokens)
-            self.hits += cached
-            self.requests += 1
+        with self.perf.slot():
+            cached, events = self.perf.prefill(tokens, remote=prefill is not None)
+            self.publish(events)
+            output = self.perf.output_tokens(body)
+            steps = self.perf.decode_steps(output)
+            first = next(steps)
+            if emit is not None:
+                emit(first)
+                for step in steps:
+                    emit(step)
+            else:
+                for _step in steps:
+                    pass
         a = self.args
         text = f"conformance {a.role} instance {a.instance_id} dp {a.dp_rank}: {len(tokens)} prompt tokens"
-        usage = {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1,
+        usage = {"prompt_tokens": len(tokens), "completion_tokens": output, "total_tokens": len(tokens) + output,
                  "prompt_tokens_details": {"cached_tokens": cached}}
         choice = {"index": 0, "finish_reason": "stop", "logprobs": None}
         choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
@@ -171,39 +178,73 @@ def handler_for(engine: Engine, mgmt: bool):
             elif path == "/tokenize":
                 tokens = engine.tokens(body)
                 self._send(200, {"tokens": tokens, "count": len(tokens), "max_model_len": 32768})
+            elif path == "/reset_prefix_cache":
+                status, answer, events = engine.perf.reset()
+                engine.publish(events)
+                self._send(status, answer)
             elif path in ("/v1/chat/completions", "/v1/completions"):
                 rid = self.headers.get("X-Request-Id") or uuid.uuid4().hex
                 log("request", path=path, request_id=rid, kv_transfer_params=body.get("kv_transfer_params"),
                     max_tokens=body.get("max_tokens"), stream=body.get("stream"))
+                chat = path.endswith("/chat/completions")
+                stream = _Stream(self, chat, rid, body, engine.model) if body.get("stream") else None
                 try:
-                    result = engine.complete(path, body, rid)
+                    result = engine.complete(path, body, rid, emit=stream.emit if stream else None)
                 except OSError as exc:  # the metaserver hand-off failed: the request fails, as on vLLM
                     self._send(500, {"error": {"message": f"remote prefill failed: {exc}"}})
                     return
-                if body.get("stream"):
-                    self._stream(result, path.endswith("/chat/completions"))
+                if stream:
+                    stream.finish(result)
                 else:
                     self._send(200, result)
             else:
                 self._send(404, {"detail": "Not Found"})
 
-        def _stream(self, result: dict, chat: bool) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            choice = dict(result["choices"][0])
-            if chat:
-                choice["delta"] = choice.pop("message")
-            chunk = {**result, "object": "chat.completion.chunk" if chat else "text_completion",
-                     "choices": [choice]}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
-            self.close_connection = True
-
         def log_message(self, *args) -> None:
             pass
 
     return Handler
+
+
+class _Stream:
+    """vLLM's server-sent events: a chunk per emitted piece of output, the finish reason, with
+    ``stream_options.include_usage`` a last chunk carrying the usage, then ``[DONE]``."""
+
+    def __init__(self, handler, chat: bool, request_id: str, body: dict, model: str):
+        self.handler, self.chat, self.body, self.model = handler, chat, body, model
+        self.id = f"chatcmpl-{request_id}" if chat else f"cmpl-{request_id}-0"
+        self.started = False
+
+    def _chunk(self, choices: list, **extra) -> None:
+        data = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                "created": int(time.time()), "model": self.body.get("model") or self.model, "choices": choices, **extra}
+        self.handler.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
+        self.handler.wfile.flush()
+
+    def emit(self, tokens: int) -> None:
+        if not self.started:
+            self.handler.send_response(200)
+            self.handler.send_header("Content-Type", "text/event-stream")
+            self.handler.send_header("Connection", "close")
+            self.handler.end_headers()
+            self.started = True
+        text = " tok" * tokens
+        piece = {"delta": {"content": text}} if self.chat else {"text": text}
+        self._chunk([{"index": 0, "logprobs": None, "finish_reason": None, **piece}])
+
+    def finish(self, result: dict) -> None:
+        choice = dict(result["choices"][0])
+        if self.chat:
+            choice["delta"] = {"content": ""}
+            choice.pop("message", None)
+        else:
+            choice["text"] = ""
+        extra = {k: result[k] for k in ("kv_transfer_params",) if k in result}
+        self._chunk([choice], **extra)
+        if (self.body.get("stream_options") or {}).get("include_usage"):
+            self._chunk([], usage=result["usage"])
+        self.handler.wfile.write(b"data: [DONE]\n\n")
+        self.handler.close_connection = True
 
 
 def serve(host: str, port: int, handler) -> None:

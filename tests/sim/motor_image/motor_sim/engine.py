@@ -1,10 +1,14 @@
 """engine_server stand-in: one per DP rank, spawned by the node manager.
 
-OpenAI API, vLLM's POST /tokenize and GET /metrics (prefix-cache counters) on --port, GET /status and
+OpenAI API, vLLM's POST /tokenize, POST /reset_prefix_cache (VLLM_SERVER_DEV_MODE=1 only) and GET /metrics
+(prefix-cache counters, running/waiting gauges) on --port, GET /status and
 GET /metrics on --mgmt-port (PyMotor's engine_server), KV events (PUB on endpoint port + dp_rank,
 replay ROUTER on replay port + dp_rank) when the engine section enables kv-events-config. It checks
 the NPUs it was given (ASCEND_RT_VISIBLE_DEVICES: logical ids over the container's /dev/davinci<N>) and the model directory.
 With engine_type sglang in its section it runs the SGLang stand-in instead (motor_sim/sglang.py).
+Its time and cache follow the performance model of motor_sim/perf.py (bounded LRU prefix cache, one prefill at a
+time growing with the uncached prompt tokens, decode time per output token, a limited number of running requests);
+the model and its numbers are in that module's docstring. The answer is not streamed (the whole completion once).
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from motor_sim.common import (
     wait_forever,
 )
 from motor_sim import sglang
-from motor_sim.kv_events import KvEventPublisher, PrefixCache
+from motor_sim.kv_events import KvEventPublisher
+from motor_sim.perf import EngineModel
 from motor_sim.tokenizer import Tokenizer
 
 COMPONENT = "engine"
@@ -71,11 +76,10 @@ class Engine:
             self.tokenizer = Tokenizer(cfg_get(engine_config, "model", ""))
         except FileNotFoundError as exc:
             fail(COMPONENT, str(exc))
-        self.cache = PrefixCache(int(cfg_get(engine_config, "block_size", DEFAULT_BLOCK_SIZE)))
+        self.perf = EngineModel(engine_config, int(cfg_get(engine_config, "block_size", DEFAULT_BLOCK_SIZE)))
         self.publisher = self._publisher(cfg_get(engine_config, "kv_events_config") or {})
         self.status = "initial"
         self.max_model_len = int(cfg_get(engine_config, "max_model_len", 2048))
-        self.queried, self.hit = 0, 0
 
     def _publisher(self, events_cfg: dict) -> KvEventPublisher | None:
         if not events_cfg.get("enable_kv_cache_events") or events_cfg.get("publisher", "zmq") != "zmq":
@@ -86,6 +90,7 @@ class Engine:
     def routes(self) -> dict:
         return {("POST", "/v1/chat/completions"): self.complete, ("POST", "/v1/completions"): self.complete,
                 ("POST", "/tokenize"): self.tokenize, ("GET", "/metrics"): self.metrics,
+                ("POST", "/reset_prefix_cache"): self.reset_prefix_cache,
                 ("GET", "/v1/models"): lambda *_: (200, {"object": "list", "data": [{"id": self.model}]})}
 
     def mgmt_routes(self) -> dict:
@@ -97,28 +102,34 @@ class Engine:
         return 200, {"count": len(tokens), "max_model_len": self.max_model_len, "tokens": tokens, "token_strs": None}
 
     def metrics(self, *_) -> tuple:
-        """vLLM's prefix-cache counters in Prometheus text (tokens queried / found in the prefix cache)."""
-        labels = f'{{engine="0",model_name="{self.model}"}}'
-        lines = []
-        for name, value, doc in (("prefix_cache_queries", self.queried, "Prefix cache queries, in terms of number of queried tokens."),
-                                 ("prefix_cache_hits", self.hit, "Prefix cache hits, in terms of number of cached tokens.")):
-            lines += [f"# HELP vllm:{name}_total {doc}", f"# TYPE vllm:{name}_total counter",
-                      f"vllm:{name}_total{labels} {float(value)}"]
-        return 200, "\n".join(lines) + "\n"
+        """vLLM's prefix-cache counters and scheduler gauges in Prometheus text (motor_sim/perf.py)."""
+        return 200, "\n".join(self.perf.metrics(f'{{engine="0",model_name="{self.model}"}}')) + "\n"
+
+    def reset_prefix_cache(self, *_) -> tuple:
+        status, body, events = self.perf.reset()
+        self._publish(events)
+        return status, body
+
+    def _publish(self, events: list) -> None:
+        if events and self.publisher:
+            self.publisher.publish(events)
 
     def complete(self, body: dict, _handler) -> tuple:
         tokens = self.tokenizer.encode_request(body)
-        cached, event = self.cache.store(tokens)
-        self.queried, self.hit = self.queried + len(tokens), self.hit + cached
-        if event and self.publisher:
-            self.publisher.publish([event])
+        output = self.perf.output_tokens(body)
+        remote = bool((body.get("kv_transfer_params") or {}).get("do_remote_prefill")) and self.args.role == "decode"
+        with self.perf.slot():
+            cached, events = self.perf.prefill(tokens, remote=remote)
+            self._publish(events)
+            for _step in self.perf.decode_steps(output):
+                pass
         a = self.args
         answer = f"stand-in {a.role} instance {a.instance_id} dp {a.dp_rank}: {len(tokens)} prompt tokens"
         result = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
             "model": self.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1,
+            "usage": {"prompt_tokens": len(tokens), "completion_tokens": output, "total_tokens": len(tokens) + output,
                       "prompt_tokens_details": {"cached_tokens": cached}},
         }
         if a.role == "prefill":

@@ -57,7 +57,7 @@ class KvEventPublisher:
             self.buffer.append((seq, payload))
             self.pub.send_multipart([self.topic, seq.to_bytes(8, "big"), payload])
         log(self.component, "published KV events", seq=seq,
-            events=[[e[0], len(e[1]), e[6] if len(e) > 6 else None] for e in events])
+            events=[[e[0], len(e[1]) if len(e) > 1 else 0, e[6] if len(e) > 6 else None] for e in events])
 
     def _serve_replay(self) -> None:
         """vLLM's _service_replay: only the REQ envelope [client_id, b"", start_seq] is valid."""
@@ -75,35 +75,3 @@ class KvEventPublisher:
                 router.send_multipart([client, b"", seq.to_bytes(8, "big"), payload])
             router.send_multipart([client, b"", END_OF_REPLAY, b""])
 
-
-class PrefixCache:
-    """Which full blocks of past prompts this engine holds (prefix caching): serving a prompt
-    stores its new full blocks and returns the BlockStored event to publish."""
-
-    def __init__(self, block_size: int, medium: str = "GPU"):
-        self.block_size, self.medium = block_size, medium
-        self.blocks: set[int] = set()
-        self.lock = threading.Lock()
-
-    def store(self, tokens: list[int]) -> tuple[int, list | None]:
-        """(cached prefix tokens before this request, BlockStored event or None)."""
-        bs = self.block_size
-        parent: int | None = None
-        cached, new_hashes, new_tokens, new_parent = 0, [], [], None
-        with self.lock:
-            for start in range(0, len(tokens) - bs + 1, bs):
-                chunk = tokens[start:start + bs]
-                h = block_hash(parent, chunk)
-                # Hashes chain on their parent, so after the first miss every later block is new.
-                if h in self.blocks and not new_hashes:
-                    cached += bs
-                else:
-                    if not new_hashes:
-                        new_parent = parent
-                    self.blocks.add(h)
-                    new_hashes.append(h)
-                    new_tokens.extend(chunk)
-                parent = h
-        if not new_hashes:
-            return cached, None
-        return cached, ["BlockStored", new_hashes, new_parent, new_tokens, bs, None, self.medium, None]
