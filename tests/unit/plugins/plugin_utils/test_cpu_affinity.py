@@ -7,14 +7,27 @@ an engine without one, and the way through the precheck, the config hash and the
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_start
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_host_probe import parse_topo
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.cpu_affinity import cpu_list, cpu_set, engine_cpusets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import precheck
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.runtime import runtime_options
 
-from .test_motor_precheck import DEFAULTS, healthy_probe, plan  # noqa: F401  (plan is a fixture)
+from .test_motor_precheck import DEFAULTS, HOSTS, SEED, healthy_probe
+
+
+@pytest.fixture(name="plan", scope="module")
+def seed_plan():
+    user = json.loads((SEED / "user_config.json").read_text())
+    return build_plan(normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
+
 
 # npu-smi info -t topo of an 8 x 910B3 Atlas 800I A2 (ms-swift's "NPU support" guide), trimmed Legend
 A2_TOPO = """\t   NPU0       NPU1       NPU2       NPU3       NPU4       NPU5       NPU6       NPU7       CPU Affinity
@@ -64,7 +77,7 @@ def test_an_unlisted_npu_or_offline_cpus_leave_that_engine_without_a_cpuset_with
     assert sets == {} and found[0][1] == "npu-smi not found; no cpuset"
 
 
-def test_the_cpuset_reaches_the_spec_hash_and_create_body_of_engines_only(plan):  # noqa: F811
+def test_the_cpuset_reaches_the_spec_hash_and_create_body_of_engines_only(plan):
     probes = {h: dict(healthy_probe(plan, h), **topo_probe()) for h in ("h1", "ctl")}
     off = precheck(plan, ["h1", "ctl"], probes, DEFAULTS, {})
     on = precheck(plan, ["h1", "ctl"], probes, dict(DEFAULTS, motor_service_engine_cpu_affinity="npu"), {})
