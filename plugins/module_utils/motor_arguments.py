@@ -56,6 +56,7 @@ CONTAINER_OPTIONS = dict(
     cap_add=dict(type="list", elements="str", default=[]),
     security_opt=dict(type="list", elements="str", default=[]),
     memory=dict(type="str"),
+    cpuset_cpus=dict(type="str"),
     labels=dict(type="dict", default={}),
     restart_policy=dict(type="str", default="unless-stopped"),
     log_driver=dict(type="str", default="json-file"),

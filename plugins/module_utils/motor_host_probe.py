@@ -187,6 +187,31 @@ def npu_health():
     return parse_npu_smi(mapping_out, info_out), ""
 
 
+def parse_topo(text):
+    """NPU (device) id -> its CPU affinity (``144-167``) from ``npu-smi info -t topo`` (the NPU x NPU matrix and its
+    last column, ``CPU Affinity``); {} when there is no such column."""
+    lines = (text or "").splitlines()
+    if not any("CPU Affinity" in line for line in lines):
+        return {}
+    out = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 2 and re.match(r"^NPU(\d+)$", fields[0]) and re.match(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", fields[-1]):
+            out[fields[0][3:]] = fields[-1]
+    return out
+
+
+def npu_topo():
+    """(NPU id -> CPU affinity, error) from ``npu-smi info -t topo`` (read-only)."""
+    tool = shutil.which("npu-smi", path=os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/local/bin")
+    if not tool:
+        return {}, "npu-smi not found"
+    rc, out, err = _run([tool, "info", "-t", "topo"])
+    if rc != 0:
+        return {}, "npu-smi info -t topo failed: %s" % (out + err).strip()
+    return parse_topo(out), ""
+
+
 def link_states(npu_ids, hccn_tool):
     links = {}
     for npu in npu_ids:
@@ -276,6 +301,7 @@ def probe(params, check_mode=False, diff=False):
     devices = sorted(int(p[len("/dev/davinci"):]) for p in glob.glob("/dev/davinci[0-9]*")
                      if p[len("/dev/davinci"):].isdigit())
     health, npu_error = npu_health() if devices else ({}, "")
+    topo, topo_error = npu_topo() if devices else ({}, "")
     result.update(
         changed=False,
         npu_devices=devices,
@@ -285,6 +311,8 @@ def probe(params, check_mode=False, diff=False):
         links=link_states(devices, params["hccn_tool"]) if params["links"] and devices else {},
         npu_network=npu_network(devices, params["hccn_tool"]) if params["links"] and devices else {},
         versions=driver_versions(params["driver_dir"]) if devices else {},
+        npu_topo={"cpus": topo, "online": _read("/sys/devices/system/cpu/online").strip(), "error": topo_error}
+        if devices else {},
         device_nodes=dict((path, os.path.exists(path)) for path in DEVICE_NODES) if devices else {},
         local_ports={"range": _read("/proc/sys/net/ipv4/ip_local_port_range").split(),
                      "reserved": _read("/proc/sys/net/ipv4/ip_local_reserved_ports").strip()},

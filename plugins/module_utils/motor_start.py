@@ -63,6 +63,8 @@ def create_body(spec):
         host_config["SecurityOpt"] = list(spec["security_opt"])
     if spec.get("memory"):
         host_config["Memory"] = parse_bytes(spec["memory"])
+    if spec.get("cpuset_cpus"):
+        host_config["CpusetCpus"] = str(spec["cpuset_cpus"])
     if spec.get("shm_size"):
         host_config["ShmSize"] = parse_bytes(spec["shm_size"])
     body = {
@@ -134,6 +136,7 @@ def planned(spec):
         "cap_add": list(spec.get("cap_add") or []),
         "security_opt": list(spec.get("security_opt") or []),
         "memory": parse_bytes(spec["memory"]) if spec.get("memory") else 0,
+        "cpuset_cpus": str(spec.get("cpuset_cpus") or ""),
         "restart_policy": spec.get("restart_policy") or "no",
         "state": "running",
     }
@@ -155,6 +158,7 @@ def observed(existing, image_env=()):
         "cap_add": list(host.get("CapAdd") or []),
         "security_opt": list(host.get("SecurityOpt") or []),
         "memory": host.get("Memory") or 0,
+        "cpuset_cpus": host.get("CpusetCpus") or "",
         "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",
         "state": (existing.get("State") or {}).get("Status", ""),
     }

@@ -210,6 +210,10 @@ options:
       memory:
         description: Memory limit (for example C(256g)); none when empty.
         type: str
+      cpuset_cpus:
+        description: CPUs the container may run on (C(HostConfig.CpusetCpus), for example C(0-23,48-71)); every CPU
+          when empty.
+        type: str
       stdin_open:
         description:
           - Keep the container's stdin open (C(docker run -i)); PyMotor's controller spins at 100% CPU when its

@@ -150,6 +150,13 @@ versions:
   returned: always
   type: dict
   sample: {driver: {Version: 24.1.0.3, compatible_version_fw: '[7.0.0,7.5.99]'}, firmware: {Version: 7.5.0.3.220}}
+npu_topo:
+  description: The CPU affinity of every NPU from C(npu-smi info -t topo) (C(cpus), NPU id to CPU list), the host's
+    online CPUs (C(online), C(/sys/devices/system/cpu/online)) and why the topology could not be read (C(error)), on a
+    host with NPU devices.
+  returned: always
+  type: dict
+  sample: {cpus: {'0': 144-167, '1': 144-167, '2': 96-119}, online: 0-191, error: ''}
 device_nodes:
   description: The NPU management devices and C(/dev/infiniband) to whether they exist, on a host with NPU devices.
   returned: always

@@ -201,6 +201,12 @@ REAL_OUTPUT = {
     "motor_plan_weight_dir": lambda: FILTERS["motor_plan_weight_dir"](seed()[0]),
     "motor_plan_cert_dirs": lambda: FILTERS["motor_plan_cert_dirs"](FILTERS["motor_config"](*gen_cert_seed())),
     "motor_precheck": precheck,
+    "motor_precheck_pings": lambda: FILTERS["motor_precheck_pings"](
+        dict(plan_of(), containers=[dict(c, host="npu-a2-02") if c["role"] == "decode" else c
+                                    for c in plan_of()["containers"]]),  # the seed's decode instance on a second host
+        "npu-a2-01", {h: {"motor_service_docker": {"npu_network": {str(n): {"ip": "29.%d.0.%d" % (i, n + 1)}
+                                                                   for n in range(8)}}}
+                      for i, h in ((1, "npu-a2-01"), (2, "npu-a2-02"))}),
     "motor_reconcile": lambda: scale_in()[1],
     "motor_reconcile_table": lambda: FILTERS["motor_reconcile_table"](scale_in()[1]),
     "motor_reconcile_drain_requests": lambda: drain_output("motor_reconcile_drain_requests"),

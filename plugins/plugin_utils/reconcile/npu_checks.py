@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hccl import HCCL_PORT_RANGE
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_reach import reach_findings
 
 # npu-smi's Health column: OK, Warning (a minor alarm, e.g. a temperature or ECC notice; the chip works), Alarm
 # (major), Critical. Warning deploys with a warning; anything but OK and Warning is refused.
@@ -175,10 +176,13 @@ def hccl_port_findings(containers: list, probe: dict) -> list:
 def job_network_findings(plan: dict, probes: dict, check_links) -> dict:
     """host -> [(check, what, fix)] of the job-wide NPU network: the TLS switch of every planned NPU on every host is
     the same (hccn_tool -i N -tls -g; HCCL links between devices with different switches fail), and the device
-    addresses of the hosts an instance spans, or that its prefill and decode instances share, are distinct."""
+    addresses of the hosts an instance spans, or that its prefill and decode instances share, are distinct, and
+    the device pings of the reach step (npu_reach.py) answered."""
     out = {}
     if not check_links:
         return out
+    for host, found in reach_findings(probes).items():
+        out.setdefault(host, []).extend(found)
     containers = [c for c in plan.get("containers") or [] if c.get("npu_ids")]
     seen = {}  # tls value -> [(host, npu)]
     for cont in containers:

@@ -13,6 +13,7 @@ import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import PORTS_LABEL, Problem
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import truthy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.cpu_affinity import engine_cpusets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_checks import (
     device_findings,
     hccl_port_findings,
@@ -34,7 +35,7 @@ SETTING_NAMES = ("image", "config_root", "docker_min_version", "driver_dir", "hc
                  "env_functions", "extra_volumes")
 # Settings a caller may leave out (older playbooks of your own): short name -> the value then.
 OPTIONAL_SETTINGS = {"min_driver_version": "", "npu_log_dir": "", "coredump_dir": "", "engine_cap_add": [],
-                     "seccomp_profile": "", "engine_memory": ""}
+                     "seccomp_profile": "", "engine_memory": "", "engine_cpu_affinity": "none"}
 
 
 class PrecheckError(ValueError):
@@ -240,6 +241,12 @@ def judge_hosts(plan: dict, hosts: list, probes: dict, defaults: dict, overrides
         problems = host_problems(host, own, probe, settings, plan, result["warnings"])
         problems += [str(Problem("%s: %s" % (host, check), what, "fix: " + fix))
                      for check, what, fix in job_network.get(host, []) if truthy(settings["check_links"])]
+        # engine cpusets from the NPUs' CPU affinity (motor_service_engine_cpu_affinity=npu; cpu_affinity.py): they
+        # reach the container specs and the config hash through the host's settings
+        cpusets, unplaced = engine_cpusets(own, probe, settings["engine_cpu_affinity"])
+        if cpusets:
+            settings = dict(settings, cpusets=cpusets)
+        result["warnings"] += [str(Problem("%s: %s" % (host, check), what, "fix: " + fix)) for check, what, fix in unplaced]
         result["hosts"][host] = {"image_id": image_id(probe), "mounts_present": mounts, "problems": problems}
         result["settings"][host] = settings
         result["problems"] += problems

@@ -12,7 +12,8 @@ settings: upstream vs us"), each from a role variable (``settings`` by short nam
   (``mbind``/``set_mempolicy``) through Docker's default seccomp profile, which allows those calls only to a
   container with CAP_SYS_NICE; upstream runs everything seccomp-unconfined instead;
 - ``seccomp_profile``: ``""`` (Docker's default profile), ``unconfined`` (upstream) or a profile file on the host;
-- ``engine_memory``: the engines' memory limit (upstream: limit 256Gi, request 64Gi); none when empty.
+- ``engine_memory``: the engines' memory limit (upstream: limit 256Gi, request 64Gi); none when empty;
+- ``cpusets``: container name -> its cpuset (``cpu_affinity.py``, motor_service_engine_cpu_affinity=npu).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def runtime_volumes(container: dict, settings: dict) -> list:
 
 
 def runtime_options(container: dict, settings: dict) -> dict:
-    """cap_add, security_opt and memory of a motor_containers spec (only those set)."""
+    """cap_add, security_opt, memory and cpuset_cpus of a motor_containers spec (only those set)."""
     engine = container.get("mounts_profile") == "engine"
     out = {}
     if engine and settings.get("engine_cap_add"):
@@ -40,4 +41,6 @@ def runtime_options(container: dict, settings: dict) -> dict:
         out["security_opt"] = ["seccomp=%s" % settings["seccomp_profile"]]
     if engine and settings.get("engine_memory"):
         out["memory"] = str(settings["engine_memory"])
+    if engine and (settings.get("cpusets") or {}).get(container.get("name")):
+        out["cpuset_cpus"] = settings["cpusets"][container["name"]]
     return out
