@@ -48,11 +48,17 @@ class EntryPoint(ActionBase):
         return hostvars[host] if host in hostvars else {}
 
     @staticmethod
+    def show_problems(problems, warnings=()):
+        """Print the list once (header, every problem once numbered, then the warnings); return its lines."""
+        lines = problem_lines(problems)
+        Display().display("\n".join((LIST_HEADER % len(lines), failure_text(lines, warnings), "")))
+        return lines
+
+    @staticmethod
     def failed(problems, warnings=()):
         """A failure an operator reads once: the list (every problem once, numbered, then the warnings) printed once
         as plain lines, whatever the callback and result format; the task's message one short line pointing at it."""
-        lines = problem_lines(problems)
-        Display().display("\n".join((LIST_HEADER % len(lines), failure_text(lines, warnings), "")))
+        lines = EntryPoint.show_problems(problems, warnings)
         return {"failed": True, "msg": "%d problem(s), listed above: fix them all, then re-run" % len(lines)}
 
     @staticmethod
