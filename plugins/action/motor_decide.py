@@ -40,9 +40,12 @@ class ActionModule(EntryPoint):
         overrides = {h: {name: own[h][name] for name in args["settings"] if name in own[h]} for h in hosts}
         options = dict(args, registrations=registrations(plan))
         try:
-            return self.facts(motor_decision=decide(plan, hosts, probes, args["settings"], overrides, options))
+            decision = decide(plan, hosts, probes, args["settings"], overrides, options)
         except PrecheckError as err:
             raise AnsibleActionFail("motor_decide: %s" % err)
+        if decision["problems"]:  # listed once here; the role's next task fails with one short line
+            self.show_problems(decision["problems"])
+        return self.facts(motor_decision=decision)
 
 
 def registrations(plan, get=get_answer):

@@ -6,7 +6,7 @@ results) and plan every container of the job."""
 
 from __future__ import annotations
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONFIG_ROOT, failure_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONFIG_ROOT
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import (
     host_view,
@@ -29,7 +29,7 @@ class ActionModule(EntryPoint):
     def phase(self, args, task_vars):
         hosts = pymotor_hosts(task_vars.get("groups"))
         if not hosts:
-            return {"failed": True, "msg": failure_text([no_hosts_problem()])}
+            return self.failed([no_hosts_problem()])
         previous = None
         probes = {}
         if args["discovery"]:  # the name the discovery registered its motor_host_probe result under
@@ -45,5 +45,5 @@ class ActionModule(EntryPoint):
         try:
             plan = build_plan(args["config"], views, previous, args["config_root"])
         except MotorPlanError as err:
-            return {"failed": True, "msg": failure_text(err.problems)}
+            return self.failed(err.problems, err.warnings)
         return self.facts(motor_plan_result=plan)

@@ -11,8 +11,10 @@ from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem, failure_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import host_view, pymotor_hosts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory_check import inventory_problems
 
 NO_SOURCE = Problem("motor_config_dir", "no PyMotor configuration given",
                     "set motor_config_dir to a directory holding user_config.json and env.json, like deploy.py "
@@ -38,6 +40,12 @@ def read_text(path):
         return to_text(handle.read(), errors="surrogate_or_strict")
 
 
+def deploy_value(user_config, key):
+    """motor_deploy_config.<key> of a user_config as read (None when it is not there)."""
+    deploy = user_config.get("motor_deploy_config") if isinstance(user_config, dict) else None
+    return deploy.get(key) if isinstance(deploy, dict) else None
+
+
 class ActionModule(EntryPoint):
     """pymotor.ascend.motor_validate (documentation in plugins/modules/motor_validate.py)."""
 
@@ -46,11 +54,17 @@ class ActionModule(EntryPoint):
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def phase(self, args, task_vars):
+        user_config = None
         try:
             user_path, env_path = config_paths(args["config_dir"], args["user_config_path"], args["env_config_path"])
             user_config = load_json_text(read_text(user_path), "user_config.json")
             env_config = load_json_text(read_text(env_path), "env.json")
             config = normalize(user_config, env_config, args["overrides"])
         except MotorConfigError as err:
-            return {"failed": True, "msg": failure_text(err.problems, err.warnings)}
+            # the inventory's own problems in the same list (the plan, which checks them otherwise, will not run)
+            hosts = pymotor_hosts(task_vars.get("groups"))
+            views = {h: host_view(self.host_vars(task_vars, h)) for h in hosts}
+            discovery = bool(task_vars.get("motor_plan_discover"))
+            problems = err.problems + inventory_problems(views, deploy_value(user_config, "hardware_type"), discovery)
+            return self.failed(problems, err.warnings)
         return dict(self.facts(motor_normalized_config=config), summary=config_summary(config))

@@ -218,11 +218,15 @@ def job_id_problem(job_id, shown=None):
                    "use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
 
 
+def problem_lines(problems) -> list:
+    """Every problem once, in the one format, in order."""
+    return list(dict.fromkeys(p if isinstance(p, str) else format_problem(p) for p in problems))
+
+
 def failure_text(problems, warnings=()) -> str:
     """The message of a phase that stops: every problem once, numbered, one per line in the one format, then the
     warnings after a blank line."""
-    unique = dict.fromkeys(p if isinstance(p, str) else format_problem(p) for p in problems)
-    lines = ["%d. %s" % (number, text) for number, text in enumerate(unique, start=1)]
+    lines = ["%d. %s" % (number, text) for number, text in enumerate(problem_lines(problems), start=1)]
     if warnings:
         lines += ["", "warnings:"] + [str(w) for w in warnings]
     return "\n".join(lines)

@@ -14,6 +14,12 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import failure_text, problem_lines
+
+# The header of the printed list; tests/integration/test_bad_input_deploy.py reads the lines after it.
+LIST_HEADER = "PyMotor: %d problem(s) to fix, one a line as 'path: what (fix)':"
 
 
 class EntryPoint(ActionBase):
@@ -40,6 +46,20 @@ class EntryPoint(ActionBase):
         """The variables of one inventory host (empty when unknown)."""
         hostvars = task_vars.get("hostvars") or {}
         return hostvars[host] if host in hostvars else {}
+
+    @staticmethod
+    def show_problems(problems, warnings=()):
+        """Print the list once (header, every problem once numbered, then the warnings); return its lines."""
+        lines = problem_lines(problems)
+        Display().display("\n".join((LIST_HEADER % len(lines), failure_text(lines, warnings), "")))
+        return lines
+
+    @staticmethod
+    def failed(problems, warnings=()):
+        """A failure an operator reads once: the list (every problem once, numbered, then the warnings) printed once
+        as plain lines, whatever the callback and result format; the task's message one short line pointing at it."""
+        lines = EntryPoint.show_problems(problems, warnings)
+        return {"failed": True, "msg": "%d problem(s), listed above: fix them all, then re-run" % len(lines)}
 
     @staticmethod
     def facts(**facts):

@@ -268,27 +268,29 @@ def results(cluster, tmp_path_factory):
 
 # ------------------------------------------------------------------------------------------------------- the checks
 
-# what ansible-core puts before the first problem: an assert's fail_msg, or the message of a failed filter
-_PREFIX = re.compile(r"^(?:Action failed: |.*?The (?:filter|lookup) plugin '[^']+' failed: )")
 _NUMBER = re.compile(r"^\d+\. ")
 _PROBLEM = re.compile(r"^(?P<path>\S+): (?P<message>.+) \((?P<hint>.+)\)$")
 _HOST_RESULT = re.compile(r"^(?P<status>ok|changed|fatal|failed|skipping|unreachable|included): \[(?!localhost\])")
 _TASK = re.compile(r"^TASK \[(?:[\w.]+ : )?(.+?)\] \*+$")
+# the header the phase entry points print above their list (plugins/plugin_utils/entry_point.py LIST_HEADER)
+_LIST_HEADER = re.compile(r"^PyMotor: (?P<count>\d+) problem\(s\) to fix, one a line as 'path: what \(fix\)':$")
 
 
 def reported_problems(out: str) -> list[str] | None:
-    """The problem lines of ansible-playbook's [ERROR] message (one problem a line), or None when there is none."""
+    """The problem lines of the list printed above the failed task's result (numbered, one problem a line, up to a
+    blank line or the warnings), or None when no list was printed, it was printed twice, or its count is wrong."""
     lines = out.splitlines()
-    first = next((i for i, line in enumerate(lines) if line.startswith("[ERROR]: Task failed: ")), None)
-    if first is None:
+    starts = [i for i, line in enumerate(lines) if _LIST_HEADER.match(line)]
+    if len(starts) != 1:
         return None
-    problems = [_PREFIX.sub("", lines[first][len("[ERROR]: Task failed: "):])]
-    for line in lines[first + 1:]:
-        if not line.strip() or line.startswith(("Origin:", "Task failed.")):
+    problems = []
+    for line in lines[starts[0] + 1:]:
+        if not _NUMBER.match(line):
             break
-        problems.append(line)
-    # the phase entry points number their problems ("1. <path>: <what> (<hint>)")
-    return [_NUMBER.sub("", problem) for problem in problems]
+        problems.append(_NUMBER.sub("", line))
+    if len(problems) != int(_LIST_HEADER.match(lines[starts[0]]).group("count")):
+        return None
+    return problems
 
 
 def failing_task(out: str) -> str | None:
@@ -346,7 +348,7 @@ def case_problems(case, result) -> list[str]:
         why.append(f"tasks ran on hosts: {remote[:3]} recap {sorted(touched)}")
     problems = reported_problems(out)
     if problems is None:
-        why.append("no [ERROR] message")
+        why.append("no problem list printed once above the failure")
         problems = []
     for line in problems:
         if not _PROBLEM.match(line):
