@@ -110,17 +110,10 @@ def expected_kv_endpoints(plan: dict) -> list:
     (``tcp://<ip>:<event base + rank>`` for every rank of its instance). The real controller gives a pod its ranks in
     registration order (upstream instance_assembler.py), so which ``need`` of them is not known in advance; pods of
     one instance are on distinct hosts and the plan keeps other publishers' ranks off those ports."""
-    events = (plan or {}).get("kv_events")
-    if not events:
-        return []
-    out = []
-    for container in plan.get("containers", []):
-        if container.get("role") == events.get("role") and container.get("dp_ranks"):
-            pool = container.get("rank_pool") or container.get("dp_ranks")
-            out.append({"container": container["name"], "host": container["host"],
-                        "need": len(container["dp_ranks"]), "ranks": list(container["dp_ranks"]),
-                        "of": [f"tcp://{container['ip']}:{events['endpoint_port'] + rank}" for rank in pool]})
-    return out
+    return [{"container": container["name"], "host": container["host"],
+             "need": len(container["dp_ranks"]), "ranks": list(container["dp_ranks"]),
+             "of": [f"tcp://{container['ip']}:{events['endpoint_port'] + rank}" for rank in pool]}
+            for events, container, pool in _publishers(plan)]
 
 
 def kv_endpoint_ranges(plan: dict) -> list:
@@ -129,17 +122,20 @@ def kv_endpoint_ranges(plan: dict) -> list:
     ``<at>:<first + count - 1>`` listed (``at``: ``tcp://<ip>``, as the coordinator registers it; the ports of its
     instance's rank pool, contiguous from 0: plan/placement.py ``_rank_pool``). A list of every URL per pod grows
     with pods x instance size (131,072 URLs at 1024 A3 hosts of bench/plan_scaling's config)."""
+    return [{"container": container["name"], "host": container["host"], "need": len(container["dp_ranks"]),
+             "at": f"tcp://{container['ip']}", "first": events["endpoint_port"] + min(pool),
+             "count": max(pool) - min(pool) + 1}
+            for events, container, pool in _publishers(plan)]
+
+
+def _publishers(plan: dict):
+    """``(kv_events, container, rank pool)`` of every publishing container of the plan (none without KV events)."""
     events = (plan or {}).get("kv_events")
     if not events:
-        return []
-    out = []
+        return
     for container in plan.get("containers", []):
         if container.get("role") == events.get("role") and container.get("dp_ranks"):
-            pool = container.get("rank_pool") or container.get("dp_ranks")
-            out.append({"container": container["name"], "host": container["host"], "need": len(container["dp_ranks"]),
-                        "at": f"tcp://{container['ip']}", "first": events["endpoint_port"] + min(pool),
-                        "count": max(pool) - min(pool) + 1})
-    return out
+            yield events, container, container.get("rank_pool") or container.get("dp_ranks")
 
 
 def kv_endpoint_urls(plan: dict) -> list:
