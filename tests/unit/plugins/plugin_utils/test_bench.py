@@ -125,6 +125,11 @@ def test_html_is_self_contained_with_three_plots_per_comparison():
     assert not re.search(r"(src|href)=|https?://(?!www\.w3\.org/2000/svg)|<script", page)
 
 
+class _Server(ThreadingHTTPServer):
+    # time_scale 0 sends every request at once: the default listen backlog (5) refused some of them on a busy machine
+    request_queue_size = 128
+
+
 class FakeJob:
     """Two engines (the stand-in's performance model, no sleeping) behind one OpenAI endpoint routing round robin
     or to the engine holding the longest prefix; byte tokenizer; /metrics per engine; streamed answers."""
@@ -174,7 +179,7 @@ class FakeJob:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         base = "http://127.0.0.1:%d" % self.server.server_port
         self.targets = {"inference": {"url": base + "/v1/completions", "tls": None},
