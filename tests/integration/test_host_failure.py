@@ -59,22 +59,14 @@ def running(hosts) -> dict[str, str]:
     return out
 
 
-def test_a_host_failing_in_the_tier_steps_leaves_out_only_what_needs_it_and_rerun_converges(cluster):
-    argv = playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST,
-                         "-e", "motor_service_max_fail_percentage=50")
-    log_path = cluster["tmp"] / "degraded.log"
-    ctl = cluster["ctl"]
+def deploy_freezing(argv, log_path, started, choose_frozen, what):
+    """Run ``argv`` (a deploy) in the background; once ``started()`` holds, freeze the host ``choose_frozen()`` names
+    (``docker pause``) until the deploy ends, then thaw it. Returns ``(returncode, its output, the frozen host)``."""
     with log_path.open("w") as log:
         proc = subprocess.Popen(argv, cwd=REPO, env=ansible_env(), stdout=log, stderr=subprocess.STDOUT)
         try:
-            # the control plane runs (step "tiers 0, 1" on the control host) before any engine starts
-            wait_for(lambda: proc.poll() is not None or any("controller" in n for _, n, _ in job_containers([ctl], JOB)),
-                     timeout=600, interval=0.2, what="the controller container")
-            plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
-            engines = [c for c in plan["containers"] if c["tier"] == 2]
-            frozen = engines[-1]["host"]
-            names = {c["name"] for c in engines}
-            assert not any(n in names for _, n, _ in job_containers(cluster["hosts"], JOB)), "engines started first"
+            wait_for(lambda: proc.poll() is not None or started(), timeout=600, interval=0.2, what=what)
+            frozen = choose_frozen()
             subprocess.run(["docker", "pause", frozen], check=True, capture_output=True)
             try:
                 proc.wait(timeout=900)
@@ -84,8 +76,27 @@ def test_a_host_failing_in_the_tier_steps_leaves_out_only_what_needs_it_and_reru
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    out = log_path.read_text()
-    assert proc.returncode != 0, out[-4000:]
+    return proc.returncode, log_path.read_text(), frozen
+
+
+def test_a_host_failing_in_the_tier_steps_leaves_out_only_what_needs_it_and_rerun_converges(cluster):
+    argv = playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST,
+                         "-e", "motor_service_max_fail_percentage=50")
+    ctl = cluster["ctl"]
+    plan, engines = {}, []
+
+    def engine_host_before_the_engine_step():
+        plan.update(json.loads((cluster["config"] / "motor_plan.json").read_text()))
+        engines.extend(c for c in plan["containers"] if c["tier"] == 2)
+        names = {c["name"] for c in engines}
+        assert not any(n in names for _, n, _ in job_containers(cluster["hosts"], JOB)), "engines started first"
+        return engines[-1]["host"]
+
+    # the control plane runs (step "tiers 0, 1" on the control host) before any engine starts
+    returncode, out, frozen = deploy_freezing(
+        argv, cluster["tmp"] / "degraded.log", lambda: any("controller" in n for _, n, _ in job_containers([ctl], JOB)),
+        engine_host_before_the_engine_step, "the controller container")
+    assert returncode != 0, out[-4000:]
     left = sorted({c["job_name"] for c in engines if c["host"] == frozen})
     kept = [c for c in plan["containers"] if c["job_name"] not in left]
     assert left and len(kept) < len(plan["containers"]) and any(c["tier"] == 2 for c in kept), plan["containers"]
@@ -121,25 +132,11 @@ def test_by_default_a_host_failing_in_the_tier_steps_stops_the_deploy_after_that
                  env_extra={"motor_controller_env": {"MOTOR_FAULT_ROLLOUT": "1"}})
     plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
     frozen = [c for c in plan["containers"] if c["tier"] == 2][-1]["host"]
-    log_path = cluster["tmp"] / "stopped.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST),
-                                cwd=REPO, env=ansible_env(), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_for(lambda: proc.poll() is not None or any(
-                "controller" in n and cid != old.get(n) for _, n, cid in job_containers([ctl], JOB)),
-                timeout=600, interval=0.2, what="the new controller container")
-            subprocess.run(["docker", "pause", frozen], check=True, capture_output=True)
-            try:
-                proc.wait(timeout=900)
-            finally:
-                subprocess.run(["docker", "unpause", frozen], check=True, capture_output=True)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    out = log_path.read_text()
-    assert proc.returncode != 0, out[-4000:]
+    returncode, out, _ = deploy_freezing(
+        playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST), cluster["tmp"] / "stopped.log",
+        lambda: any("controller" in n and cid != old.get(n) for _, n, cid in job_containers([ctl], JOB)),
+        lambda: frozen, "the new controller container")
+    assert returncode != 0, out[-4000:]
     assert f"deploy stopped: {frozen} did not finish" in out, out[-4000:]
     assert READINESS_TASK not in out and "msg: all deploy end." not in out, out[-4000:]
     assert set(running(cluster["hosts"])) <= set(before)
@@ -179,34 +176,24 @@ def test_what_started_of_an_instance_whose_other_host_failed_is_stopped_again(sp
     cluster = span_cluster
     argv = playbook_argv("deploy.yml", cluster["inventory"], cluster["config"], *FAST,
                          "-e", "motor_service_max_fail_percentage=50")
-    log_path = cluster["tmp"] / "span.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=ansible_env(), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_for(lambda: proc.poll() is not None or any(
-                "controller" in n for _, n, _ in job_containers([cluster["ctl"]], JOB)),
-                timeout=600, interval=0.2, what="the controller container")
-            plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
-            hosts_of = {}
-            for c in plan["containers"]:
-                if c["tier"] == 2:
-                    hosts_of.setdefault(c["job_name"], []).append(c["host"])
-            spanning = [job for job, where in hosts_of.items() if len(set(where)) == 2]
-            # the frozen host holds a pod of exactly one spanning instance and nothing else
-            frozen = next(h for h in {h for where in hosts_of.values() for h in where}
-                          if sum(h in where for where in hosts_of.values()) == 1
-                          and any(h in hosts_of[job] for job in spanning))
-            subprocess.run(["docker", "pause", frozen], check=True, capture_output=True)
-            try:
-                proc.wait(timeout=900)
-            finally:
-                subprocess.run(["docker", "unpause", frozen], check=True, capture_output=True)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    out = log_path.read_text()
-    assert proc.returncode != 0, out[-4000:]
+    plan, hosts_of, spanning = {}, {}, []
+
+    def host_of_one_spanning_pod():
+        plan.update(json.loads((cluster["config"] / "motor_plan.json").read_text()))
+        for c in plan["containers"]:
+            if c["tier"] == 2:
+                hosts_of.setdefault(c["job_name"], []).append(c["host"])
+        spanning.extend(job for job, where in hosts_of.items() if len(set(where)) == 2)
+        # the frozen host holds a pod of exactly one spanning instance and nothing else
+        return next(h for h in {h for where in hosts_of.values() for h in where}
+                    if sum(h in where for where in hosts_of.values()) == 1
+                    and any(h in hosts_of[job] for job in spanning))
+
+    returncode, out, frozen = deploy_freezing(
+        argv, cluster["tmp"] / "span.log",
+        lambda: any("controller" in n for _, n, _ in job_containers([cluster["ctl"]], JOB)),
+        host_of_one_spanning_pod, "the controller container")
+    assert returncode != 0, out[-4000:]
     left = next(job for job in spanning if frozen in hosts_of[job])
     half = [c for c in plan["containers"] if c["job_name"] == left and c["host"] != frozen]
     assert half, hosts_of
