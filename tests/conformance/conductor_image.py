@@ -91,7 +91,9 @@ def ensure_conductor_image() -> str:
     base = build_image.ensure_conformance_image()
     target = conductor_tag(base)
     proxy = upstream("goproxy")
-    result = build(base, target, goproxy_dir=proxy, go_sum=proxy / "go.sum", state=STATE)
+    # Concurrent runs (own MOTOR_SIM_PREFIX_SUFFIX each) must not share the build container's name.
+    result = build(base, target, goproxy_dir=proxy, go_sum=proxy / "go.sum", state=STATE,
+                   prefix="pymotor-conformance" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", ""))
     if result.returncode != 0:
         raise RuntimeError(f"build_image.yml failed ({result.returncode}):\n{result.stdout[-6000:]}\n"
                            f"{result.stderr[-3000:]}")
