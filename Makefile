@@ -37,7 +37,7 @@ docker:
 images: docker
 	bash scripts/ensure_base_image.sh
 
-# Debian packages some tests run (promtool): scripts/ensure_tools.sh
+# Debian packages some tests run (promtool, chromium): scripts/ensure_tools.sh
 tools:
 	bash scripts/ensure_tools.sh
 

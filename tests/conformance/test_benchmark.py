@@ -1,6 +1,7 @@
 """playbooks/benchmark.yml against the real coordinator and conductor (conformance image, fake engines with the
-stand-in's performance model): 4 prefill engines (2 prefill instances x DP 2 of the seed pd_separation config, on 2
-simulated hosts), the first MOTOR_BENCH_REQUESTS (default 1000) requests of ../shared/traces' Mooncake trace,
+stand-in's performance model): 4 prefill engines (by default 2 prefill instances x DP 2 of the seed pd_separation
+config, on 2 simulated hosts; MOTOR_BENCH_P_INSTANCES=4: 4 prefill instances x DP 1 on 4 simulated hosts, as the
+upstream KV-event ports allow one publishing pod of a DP rank per host), the first MOTOR_BENCH_REQUESTS (default 1000) requests of ../shared/traces' Mooncake trace,
 load_balance vs kv_cache_affinity in one command, the job's own settings restored, the HTML page rendered by a real
 headless Chromium when one is installed. Evidence (the comparison table, the reports) in tests/output/."""
 
@@ -31,6 +32,8 @@ ENGINE_ENV = {"MOTOR_SIM_PREFILL_US_PER_TOKEN": os.environ.get("MOTOR_BENCH_PREF
 COMPARE = json.loads(os.environ.get("MOTOR_BENCH_COMPARE") or "null") or [
     {"scheduler_type": "load_balance"}, {"scheduler_type": "kv_cache_affinity"}]
 OUTPUT = REPO / "tests" / "output"
+# 2: the seed's DP 2 per prefill instance (2 engine hosts, CI); 4: DP 1, TP 2 (2 NPUs a pod), one per engine host
+P_INSTANCES = int(os.environ.get("MOTOR_BENCH_P_INSTANCES", "2"))
 
 
 class BenchCluster(Cluster):
@@ -38,9 +41,15 @@ class BenchCluster(Cluster):
         super().__init__("pd_separation", tmp, image)
         self.prefix = "pymotor-conf-bench" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
         self.job = "conf-bench"
+        self.engine_hosts = max(2, P_INSTANCES)
 
-    def write_config(self, p_instances: int | None = 2) -> None:
+    def write_config(self, p_instances: int | None = P_INSTANCES) -> None:
         super().write_config(p_instances)
+        if P_INSTANCES != 2:
+            user = json.loads((self.config / "user_config.json").read_text())
+            user["motor_deploy_config"]["p_pod_npu_num"] = 2
+            user["motor_engine_prefill_config"]["engine_config"]["data_parallel_size"] = 1
+            (self.config / "user_config.json").write_text(json.dumps(user, indent=2))
         env = json.loads((self.config / "env.json").read_text())
         for section in ("motor_engine_prefill_env", "motor_engine_decode_env"):
             env.setdefault(section, {}).update(ENGINE_ENV)
@@ -71,7 +80,8 @@ def bench(conformance_conductor_image, tmp_path_factory):
             if report.with_suffix(suffix).is_file():
                 shutil.copy(report.with_suffix(suffix), OUTPUT / f"conformance-benchmark{suffix}")
         (OUTPUT / "conformance-benchmark.log").write_text(
-            f"benchmark.yml rc={c.run.returncode} in {c.seconds:.0f} s, {REQUESTS} requests, time scale {TIME_SCALE}, "
+            f"benchmark.yml rc={c.run.returncode} in {c.seconds:.0f} s, {P_INSTANCES} prefill instances, "
+            f"{REQUESTS} requests, time scale {TIME_SCALE}, "
             f"engines {ENGINE_ENV}\n{c.run.stdout[-12000:]}\n{c.logs('coordinator', 30)}")
         c.report = json.loads(report.read_text()) if report.is_file() else None
         yield c
@@ -124,16 +134,17 @@ def test_job_settings_restored(bench):
 
 def test_html_renders_in_headless_chromium(bench, tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("no chromium on PATH")
+    if browser is None:  # Debian's chromium, installed by scripts/ensure_tools.sh (make unit/test)
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("no chromium on PATH")
+    browser = [browser, f"--user-data-dir={tmp_path / 'profile'}"]
     page = OUTPUT / "conformance-benchmark.html"
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+    dom = subprocess.run(browser + ["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120, check=False)
     assert dom.returncode == 0, dom.stderr[-2000:]
     for plot in ("ttft", "hit", "share"):
         assert f'data-plot="{plot}"' in dom.stdout
     assert dom.stdout.count("<polyline") >= 4 and dom.stdout.count("<rect") >= 8
     shot = OUTPUT / "conformance-benchmark.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1300,1100",
+    subprocess.run(browser + ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1300,1100",
                     f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=False)
     assert shot.is_file() and shot.stat().st_size > 10000

@@ -30,6 +30,8 @@ STALL_TIMEOUT = 45
 
 
 class Cluster:
+    engine_hosts = 2
+
     def __init__(self, seed: str, tmp: Path, image: str):
         self.seed, self.tmp, self.image = seed, tmp, image
         self.prefix = f"pymotor-conf-{seed.replace('_', '')[:8]}" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
@@ -51,7 +53,7 @@ class Cluster:
     def up(self) -> None:
         simctl.down(self.prefix)
         user = json.loads((REPO / SEEDS[self.seed] / "user_config.json").read_text())
-        hosts = simctl.up(2, user["motor_deploy_config"]["hardware_type"], self.prefix, control=True)
+        hosts = simctl.up(self.engine_hosts, user["motor_deploy_config"]["hardware_type"], self.prefix, control=True)
         simctl.load_image(self.prefix, self.image)
         simctl.write_inventory(hosts, self.inventory)
         self.hosts = hosts

@@ -113,7 +113,7 @@ def test_html_is_self_contained_with_three_plots_per_comparison():
     def fake(label, ttft, share):
         return {"label": label, "scheduler": {"scheduler_type": label}, "requests": 2, "failed": 0,
                 "hit_ratio": 0.4, "ideal_hit_ratio": 0.5, "hit_over_ideal": 0.8, "ttft_p50_s": ttft[0],
-                "ttft_p99_s": ttft[-1], "ttft_s": ttft, "max_share_over_mean": 2 * share,
+                "ttft_p90_s": ttft[-1], "ttft_p99_s": ttft[-1], "ttft_s": ttft, "max_share_over_mean": 2 * share,
                 "throughput_tokens_per_s": 10.0, "hit_ratio_series": [[1.0, 0.2, {}], [2.0, 0.4, {}]],
                 "per_instance": {"a/0": {"share": share}, "b/0": {"share": 1 - share}},
                 "engine_model": {"prefill_us_per_uncached_token": 50}}
