@@ -110,7 +110,10 @@ class JsonHandler(BaseHTTPRequestHandler):
             return
         if path not in QUIET_PATHS:
             log(self.component, f"request {method} {path}", body=body, client=self.client_address[0])
-        status, payload, *extra = route(body, self)
+        reply = route(body, self)
+        if reply is None:  # the route wrote its own answer (a stream)
+            return
+        status, payload, *extra = reply
         self._send(status, payload, extra[0] if extra else {})
 
     def _send(self, status: int, payload: Any, headers: dict | None = None) -> None:

@@ -15,6 +15,7 @@ with the bootstrap host/port/room). Like the real coordinator, responses say not
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import threading
@@ -251,21 +252,29 @@ class Coordinator:
         _, target, matched = tied[next(self.rr[role]) % len(tied)]
         return target, "kv_cache_affinity", matched
 
-    def forward(self, target: tuple[dict, dict], body: dict) -> tuple[int, dict]:
+    def forward(self, target: tuple[dict, dict], body: dict, path: str = "/v1/chat/completions") -> tuple[int, dict]:
         inst, ep = target
         key = (inst["id"], ep["dp_rank"])
         with self.lock:
             self.inflight[key] = self.inflight.get(key, 0) + 1
         try:
-            return http_json("POST", f"{scheme('infer')}://{ep['ip']}:{ep['port']}/v1/chat/completions", body,
+            return http_json("POST", f"{scheme('infer')}://{ep['ip']}:{ep['port']}{path}", body,
                              timeout=30, tls="infer")
         finally:
             with self.lock:
                 self.inflight[key] -= 1
 
-    def chat(self, body: dict, _handler) -> tuple:
+    def completions(self, body: dict, handler) -> tuple | None:
+        return self.chat(body, handler, path="/v1/completions")
+
+    def chat(self, body: dict, handler, path: str = "/v1/chat/completions") -> tuple | None:
+        """PD separation: prefill (max_tokens 1) then decode. With "stream": server-sent events as upstream's
+        coordinator answers them: the first token once the prefill leg is done, the decode's text, a usage chunk
+        when stream_options.include_usage is set, [DONE] (the stand-in engines answer whole)."""
         if not self.ready():
             return UNAVAILABLE
+        stream = SseReply(handler, body) if body.get("stream") else None
+        body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         first_role = "prefill" if self.by_role("prefill") else "union"
         pd_split = first_role == "prefill" and bool(self.by_role("decode"))
         tokens = self.tokenizer.encode_request(body) if self.tokenizer else []
@@ -276,20 +285,26 @@ class Coordinator:
             return self.dual(target, body)
         # PD separation: prefill computes the KV cache (max_tokens 1), decode continues from it.
         first_body = {**body, "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}} if pd_split else body
-        status, result = self.forward(target, first_body)
+        status, result = self.forward(target, first_body, path)
         if status != 200:
             return 502, {"detail": f"{first_role} endpoint failed", "status": status, "response": result}
         decode = self.pick_round_robin("decode") if pd_split else None
         if decode:
-            status, result = self.forward(decode, {**body, "kv_transfer_params": result.get("kv_transfer_params")})
+            if stream:
+                stream.chunk(_answer_text(result)[:1] or " ")
+            status, result = self.forward(decode, {**body, "kv_transfer_params": result.get("kv_transfer_params")},
+                                          path)
             if status != 200:
-                return 502, {"detail": "decode endpoint failed", "status": status, "response": result}
+                failure = {"detail": "decode endpoint failed", "status": status, "response": result}
+                return stream.fail(failure) if stream and stream.started else (502, failure)
         prefill_id = Conductor.instance_id(target[0])
         info = {"route": route, "matched_tokens": matched, "prompt_tokens": len(tokens),
                 "prefill_instance": prefill_id, "prefill_endpoint": f"{target[1]['ip']}:{target[1]['port']}",
                 "prefill_dp_rank": target[1]["dp_rank"],
                 "decode_instance": f"vllm-decode-{decode[0]['id']}" if decode else None}
         log(COMPONENT, "request routed", **info)
+        if stream:
+            return stream.finish(result)
         return 200, result, {"X-Request-Id": uuid.uuid4().hex}
 
     def dual(self, prefill: tuple[dict, dict], body: dict) -> tuple:
@@ -320,10 +335,53 @@ class Coordinator:
 
     def infer_routes(self) -> dict:
         model = lambda *_: (200, {"object": "list", "data": [{"id": i["model_name"]} for i in self.instances[:1]]})  # noqa: E731
-        return {("POST", "/v1/chat/completions"): self.chat, ("GET", "/v1/models"): model}
+        return {("POST", "/v1/chat/completions"): self.chat, ("POST", "/v1/completions"): self.completions,
+                ("GET", "/v1/models"): model}
 
     def obs_routes(self) -> dict:
         return {("GET", "/metrics"): lambda *_: (200, f"motor_coordinator_ready {int(self.ready())}\n")}
+
+
+def _answer_text(result: dict) -> str:
+    choice = (result.get("choices") or [{}])[0]
+    return choice.get("text") or (choice.get("message") or {}).get("content") or ""
+
+
+class SseReply:
+    """An OpenAI stream (text/event-stream) written straight to the client; headers go with the first chunk."""
+
+    def __init__(self, handler, body: dict):
+        self.handler, self.started, self.chat = handler, False, "messages" in body
+        self.usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+    def _event(self, data) -> None:
+        if not self.started:
+            self.started = True
+            self.handler.send_response(200)
+            self.handler.send_header("Content-Type", "text/event-stream")
+            self.handler.send_header("X-Request-Id", uuid.uuid4().hex)
+            self.handler.send_header("Connection", "close")
+            self.handler.end_headers()
+            self.handler.close_connection = True
+        text = data if isinstance(data, str) else json.dumps(data)
+        self.handler.wfile.write(f"data: {text}\n\n".encode())
+        self.handler.wfile.flush()
+
+    def chunk(self, text: str) -> None:
+        choice = {"index": 0, "delta": {"content": text}} if self.chat else {"index": 0, "text": text}
+        self._event({"object": "chat.completion.chunk" if self.chat else "text_completion", "choices": [choice]})
+
+    def fail(self, error: dict) -> None:
+        self._event({"error": error})
+        self._event("[DONE]")
+
+    def finish(self, result: dict) -> None:
+        text = _answer_text(result)
+        self.chunk(text[1:] if self.started else text)
+        if self.usage and result.get("usage"):
+            self._event({"object": "chat.completion.chunk" if self.chat else "text_completion", "choices": [],
+                         "usage": result["usage"]})
+        self._event("[DONE]")
 
 
 def main() -> None:
