@@ -8,14 +8,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MOTOR_BENCH_P_INSTANCES="${MOTOR_BENCH_P_INSTANCES:-4}" MOTOR_REQUIRE_DOCKER=1
-export MOTOR_BENCH_COMPARE="${MOTOR_BENCH_COMPARE:-[
-  {\"scheduler_type\": \"load_balance\"},
-  {\"scheduler_type\": \"kv_cache_affinity\"},
-  {\"scheduler_type\": \"kv_cache_affinity\", \"kv_affinity_load_weight\": 0.3},
-  {\"scheduler_type\": \"kv_cache_affinity\", \"kv_affinity_overlap_credit\": 2.0},
-  {\"scheduler_type\": \"kv_cache_affinity\", \"kv_affinity_prefill_load_scale\": 2.0},
-  {\"scheduler_type\": \"kv_cache_affinity\", \"kv_affinity_mode\": \"load_gated\"},
-  {\"scheduler_type\": \"kv_cache_affinity\", \"kv_affinity_mode\": \"load_gated\", \"kv_affinity_load_gate_topn\": 3}]}"
+# (the default list is assigned when the variable is empty: a "}" inside ${VAR:-...} would end the expansion)
+if [ -z "${MOTOR_BENCH_COMPARE:-}" ]; then
+  MOTOR_BENCH_COMPARE='[
+  {"scheduler_type": "load_balance"},
+  {"scheduler_type": "kv_cache_affinity"},
+  {"scheduler_type": "kv_cache_affinity", "kv_affinity_load_weight": 0.3},
+  {"scheduler_type": "kv_cache_affinity", "kv_affinity_overlap_credit": 2.0},
+  {"scheduler_type": "kv_cache_affinity", "kv_affinity_prefill_load_scale": 2.0},
+  {"scheduler_type": "kv_cache_affinity", "kv_affinity_mode": "load_gated"},
+  {"scheduler_type": "kv_cache_affinity", "kv_affinity_mode": "load_gated", "kv_affinity_load_gate_topn": 3}]'
+fi
+export MOTOR_BENCH_COMPARE
 status=0
 .venv/bin/pytest -q -rxXs --import-mode=importlib tests/conformance/test_benchmark.py || status=$?
 .venv/bin/python - tests/output/conformance-benchmark.json <<'PY'
