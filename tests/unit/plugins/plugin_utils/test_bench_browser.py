@@ -42,7 +42,7 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
         elif kind == b"IDAT":
             idat.append(data[pos + 8:pos + 8 + size])
         pos += 12 + size
-    width, height, depth, ctype, _, _, interlace = ihdr
+    width, height, depth, ctype, interlace = ihdr[0], ihdr[1], ihdr[2], ihdr[3], ihdr[6]
     assert depth == 8 and ctype in (2, 6) and not interlace, ihdr
     bpp = 3 if ctype == 2 else 4
     raw, stride = zlib.decompress(b"".join(idat)), width * bpp
@@ -68,7 +68,7 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
 
 
 def colour_counts(png: bytes) -> collections.Counter:
-    _, _, rows = decode_png(png)
+    rows = decode_png(png)[2]
     return collections.Counter(row[i:i + 3].hex() for row in rows for i in range(0, len(row), 3))
 
 
