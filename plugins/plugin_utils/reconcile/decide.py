@@ -16,7 +16,8 @@ and the work each host and the controller do after it (pure, no I/O; the action 
   (``reconcile/degraded.py``: what stays unstarted when a host fails during the tier steps). When containers must go before any tier starts, the first step is
   that removal on every host. A host renders its config directories in its first step that has containers of it,
   together with that step's starts;
-- ``readiness``: the motor_wait checks of the service; ``rolling``: per engine instance whose own config changed,
+- ``upgrade``: what a roll waits for first and prints (``reconcile/upgrade.py``); ``readiness``: the motor_wait
+  checks of the service; ``rolling``: per engine instance whose own config changed,
   its starts per host and its readiness checks; ``stalls`` and ``repairs``: the engine pods the readiness wait watches
   for upstream's registration race and, per engine instance, the runs that restart its pods (``stall_work``);
   ``containers``: name, host and role of every planned container
@@ -42,6 +43,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import upgrade_work
 
 
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
@@ -295,6 +297,8 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "work": with_needs(host_work(plan, result, judged, steps, startup, with_instances(files, plan)), plan),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
+        "upgrade": upgrade_work(result, existing, next(iter(judged["settings"].values()), {}).get("image", ""),
+                                readiness_checks(plan, timeouts)),
         **stall_work(plan, result, judged),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
         "conductor_url": conductor["url"] if conductor else "",
