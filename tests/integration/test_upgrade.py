@@ -30,6 +30,7 @@ PREFIX = "pymotor-upgrade" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
 JOB = "upgrade-job"
 OLD = "local/pymotor-upgrade:1"
 NEW = "local/pymotor-upgrade:2"
+BAD = "local/pymotor-upgrade:bad"  # its engines never answer: a model load that never ends
 LOAD_SECONDS = 60
 FAST = ("-e", "motor_service_ready_timeout=400", "-e", "motor_service_ready_delay=1")
 WINDOW = re.compile(r"control plane unavailable window: at most ([0-9.]+) s \((.*?) restarted; from ([0-9.]+)\s+"
@@ -67,10 +68,10 @@ class Client(threading.Thread):
                 time.sleep(0.05)
 
 
-def new_image(base: str, tag: str) -> None:
+def new_image(base: str, tag: str, extra: str = "") -> None:
     """A second image of the same content with its own id (a label), as a new release would have."""
     with tempfile.TemporaryDirectory() as ctx:
-        (Path(ctx) / "Dockerfile").write_text(f'FROM {base}\nLABEL io.pymotor.test-release="{tag}"\n')
+        (Path(ctx) / "Dockerfile").write_text(f'FROM {base}\nLABEL io.pymotor.test-release="{tag}"\n{extra}')
         subprocess.run(["docker", "build", "-q", "-t", tag, ctx], check=True, stdout=subprocess.DEVNULL,
                        env={**os.environ, "DOCKER_BUILDKIT": "0"})
 
@@ -81,6 +82,7 @@ def cluster(tmp_path_factory):
     subprocess.run([sys.executable, str(REPO / "extensions/molecule/pd_separation/standin_image.py"), OLD],
                    check=True, capture_output=True, text=True)
     new_image(OLD, NEW)
+    new_image(OLD, BAD, "RUN printf '#!/bin/sh\\nexec sleep infinity\\n' > /usr/local/bin/engine_server\n")
     config = tmp / "config"
     config.mkdir()
     seed = REPO / "examples/seed_pd_separation"
@@ -94,7 +96,7 @@ def cluster(tmp_path_factory):
     simctl.down(PREFIX)
     try:
         hosts = simctl.up(2, "800I_A2", PREFIX, control=True)
-        simctl.load_image(PREFIX, [OLD, NEW])
+        simctl.load_image(PREFIX, [OLD, NEW, BAD])
         inventory = tmp / "hosts.yml"
         simctl.write_inventory(hosts, inventory)
         playbook("deploy.yml", inventory, config, *FAST, image=OLD)
@@ -107,13 +109,14 @@ def cluster(tmp_path_factory):
         simctl.down(PREFIX)
 
 
-def roll_under_load(cluster, image: str) -> dict:
-    """Deploy ``image`` while a client sends chat back to back; the counts and the printed window."""
+def roll_under_load(cluster, image: str, *extra: str, check: bool = True) -> tuple:
+    """Deploy ``image`` while a client sends chat back to back; the counts and the playbook's result."""
     assert post_chat(cluster["chat"], cluster["model"]) == 200, "the job does not serve before the roll"
     client = Client(cluster["chat"], cluster["model"])
     client.start()
     try:
-        result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, image=image, timeout=1500)
+        result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, *extra, image=image,
+                          timeout=1500, check=check)
     finally:
         client.done.set()
         client.join(timeout=60)
@@ -129,7 +132,15 @@ def roll_under_load(cluster, image: str) -> dict:
     assert "image changed" in result.stdout and "rolling" in result.stdout, result.stdout[-4000:]
     assert not outside, f"{len(outside)} request(s) failed outside the control plane's window {counts}: {outside[:10]}"
     assert len(client.results) > 100, counts  # the client really ran through the roll
-    return counts
+    return counts, result
+
+
+def container_images(cluster) -> dict:
+    out = {}
+    for host in cluster["hosts"]:
+        _, text = simctl.host_exec(host["name"], "docker ps --filter label=io.pymotor.job --format '{{.Names}} {{.Image}}'")
+        out.update(line.split() for line in text.splitlines() if len(line.split()) == 2)
+    return out
 
 
 def engine_images(cluster) -> set:
@@ -156,3 +167,18 @@ def test_rerun_after_the_upgrade_changes_nothing(cluster):
 def test_rollback_rolls_the_same_way(cluster):
     roll_under_load(cluster, OLD)
     assert engine_images(cluster) == {OLD}
+
+
+def test_failed_upgrade_stops_the_roll_leaves_the_old_instances_serving_and_says_what_to_run(cluster):
+    counts, result = roll_under_load(cluster, BAD, "-e", "motor_service_ready_timeout=90", check=False)
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0, result.stdout[-4000:]
+    assert "The upgrade stopped at" in text and f"-e motor_image={OLD}" in text, result.stdout[-4000:]
+    images = container_images(cluster)
+    engines = {name: image for name, image in images.items() if re.search(r"-[pd]\d+-\d+$", name)}
+    assert sorted(engines.values()).count(BAD) == 1 and sorted(engines.values()).count(OLD) == 3, engines
+    assert post_chat(cluster["chat"], cluster["model"]) == 200, "the old instances do not serve"
+    print("failed upgrade stopped with", engines, counts)
+    back, _ = roll_under_load(cluster, OLD)
+    assert engine_images(cluster) == {OLD}
+    print("rollback after the failed upgrade:", back)

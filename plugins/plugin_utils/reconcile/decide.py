@@ -43,7 +43,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import upgrade_work
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import left_behind, upgrade_work
 
 
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
@@ -73,10 +73,11 @@ def _services(targets: dict) -> dict:
     return dict(targets["conductor"], url=targets["conductor"]["url"] + "/services")
 
 
-def readiness_checks(plan: dict, timeouts: dict) -> list:
+def readiness_checks(plan: dict, timeouts: dict, skip: frozenset = frozenset()) -> list:
     """The motor_wait checks of a deploy: the controller answers, the coordinator is ready, the KV conductor lists
     every publishing DP rank; ``timeouts``: ``ready`` and ``port`` (seconds). https with the CA / client cert / key
-    of the tls_config section that covers a port (``service_targets``)."""
+    of the tls_config section that covers a port (``service_targets``). ``skip``: engine containers left out (what a
+    failed roll left behind: ``upgrade.left_behind``)."""
     targets = service_targets(plan)
     checks = [
         _check("the controller port answers", "answers", targets["controller"], timeouts["port"],
@@ -85,11 +86,13 @@ def readiness_checks(plan: dict, timeouts: dict) -> list:
                targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"],
                host=(plan.get("coordinator") or {}).get("host")),
     ]
-    checks += engine_checks(plan, targets, timeouts)
+    checks += engine_checks(plan, targets, timeouts,
+                            [c["name"] for c in plan.get("containers") or [] if c["name"] not in skip] if skip else None)
     if tracks_ranks(plan):
         checks.append(_check("the KV conductor lists every prefill/union DP rank", "endpoints", _services(targets),
                              timeouts["ready"], ["kv_conductor", "coordinator", "prefill", "union"],
-                             endpoints=kv_endpoint_ranges(plan), host=(plan.get("kv_conductor") or {}).get("host")))
+                             endpoints=[e for e in kv_endpoint_ranges(plan) if e["container"] not in skip],
+                             host=(plan.get("kv_conductor") or {}).get("host")))
     return checks
 
 
@@ -298,7 +301,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
         "upgrade": upgrade_work(result, existing, next(iter(judged["settings"].values()), {}).get("image", ""),
-                                readiness_checks(plan, timeouts)),
+                                readiness_checks(plan, timeouts, left_behind(result, existing))),
         **stall_work(plan, result, judged),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
         "conductor_url": conductor["url"] if conductor else "",

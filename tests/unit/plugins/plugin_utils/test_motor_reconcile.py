@@ -23,7 +23,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes im
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label, previous_placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import KV_PATCH_BLOCK, configmaps, container_spec
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import image_only, upgrade_work
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import image_only, left_behind, upgrade_work
 
 
 SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
@@ -440,3 +440,29 @@ def test_image_only_needs_the_same_own_config():
     assert not image_only({"image": "a", "spec": "s"}, {"image": "b", "spec": "t"})
     assert not image_only({"image": "a", "spec": "s"}, {"image": "a", "spec": "s"})
     assert not image_only({}, {"image": "b", "spec": "s"})
+
+
+def test_rollback_after_a_failed_roll_does_not_wait_for_the_broken_instance():
+    plan = make_plan(p=2, d=2)
+    good = parts_of(plan, image="sha256:old", shared="s-old")
+    bad = parts_of(plan, image="sha256:bad", shared="s-bad")
+    now = deployed(plan, good)
+    broken = "mindie-motor-p0-0"
+    bad_now = deployed(plan, bad)
+    for host, items in now.items():  # the failed roll replaced p0 with the bad image, then stopped
+        for i, item in enumerate(items):
+            if item["Names"] == ["/" + broken]:
+                items[i] = next(x for x in bad_now[host] if x["Names"] == ["/" + broken])
+            items[i]["Image"] = "local/motor:bad" if items[i]["Names"] == ["/" + broken] else "local/motor:1.0"
+    # the control plane runs the bad image too: it restarts, and only the broken instance rolls back
+    for host, items in now.items():
+        for i, item in enumerate(items):
+            if item["Labels"]["io.pymotor.role"] not in ("prefill", "decode"):
+                items[i] = dict(next(x for x in bad_now[host] if x["Names"] == item["Names"]), Image="local/motor:bad")
+    result = reconcile(plan, good, now)
+    assert [r["job_name"] for r in result["rolling"]] == ["mindie-motor-p0"]
+    assert left_behind(result, now) == {broken}
+    work = upgrade_work(result, now, "local/motor:1.0", [{"name": "ready"}])
+    assert work["wait"] and work["rollback"] == ""  # most engines already run the target image
+    fresh_plan, old, fresh = _upgraded()
+    assert left_behind(fresh, old) == frozenset()
