@@ -382,7 +382,8 @@ def _upgraded(p=2, d=2):
 
 
 def test_image_upgrade_restarts_the_control_plane_once_and_rolls_engines_one_instance_at_a_time():
-    plan, _, result = _upgraded()
+    upgraded = _upgraded()
+    plan, result = upgraded[0], upgraded[2]
     got = actions(result)
     engines = [c for c in plan["containers"] if c["tier"] == 2]
     control = [c["name"] for c in plan["containers"] if c["tier"] != 2]
@@ -464,5 +465,5 @@ def test_rollback_after_a_failed_roll_does_not_wait_for_the_broken_instance():
     assert left_behind(result, now) == {broken}
     work = upgrade_work(result, now, "local/motor:1.0", [{"name": "ready"}])
     assert work["wait"] and work["rollback"] == ""  # most engines already run the target image
-    fresh_plan, old, fresh = _upgraded()
-    assert left_behind(fresh, old) == frozenset()
+    fresh = _upgraded()
+    assert left_behind(fresh[2], fresh[1]) == frozenset()
