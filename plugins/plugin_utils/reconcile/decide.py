@@ -16,7 +16,8 @@ and the work each host and the controller do after it (pure, no I/O; the action 
   (``reconcile/degraded.py``: what stays unstarted when a host fails during the tier steps). When containers must go before any tier starts, the first step is
   that removal on every host. A host renders its config directories in its first step that has containers of it,
   together with that step's starts;
-- ``readiness``: the motor_wait checks of the service; ``rolling``: per engine instance whose own config changed,
+- ``upgrade``: what a roll waits for first and prints (``reconcile/upgrade.py``); ``readiness``: the motor_wait
+  checks of the service; ``rolling``: per engine instance whose own config changed,
   its starts per host and its readiness checks; ``stalls`` and ``repairs``: the engine pods the readiness wait watches
   for upstream's registration race and, per engine instance, the runs that restart its pods (``stall_work``);
   ``containers``: name, host and role of every planned container
@@ -42,6 +43,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import left_behind, upgrade_work
 
 
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
@@ -71,10 +73,11 @@ def _services(targets: dict) -> dict:
     return dict(targets["conductor"], url=targets["conductor"]["url"] + "/services")
 
 
-def readiness_checks(plan: dict, timeouts: dict) -> list:
+def readiness_checks(plan: dict, timeouts: dict, skip: frozenset = frozenset()) -> list:
     """The motor_wait checks of a deploy: the controller answers, the coordinator is ready, the KV conductor lists
     every publishing DP rank; ``timeouts``: ``ready`` and ``port`` (seconds). https with the CA / client cert / key
-    of the tls_config section that covers a port (``service_targets``)."""
+    of the tls_config section that covers a port (``service_targets``). ``skip``: engine containers left out (what a
+    failed roll left behind: ``upgrade.left_behind``)."""
     targets = service_targets(plan)
     checks = [
         _check("the controller port answers", "answers", targets["controller"], timeouts["port"],
@@ -83,11 +86,13 @@ def readiness_checks(plan: dict, timeouts: dict) -> list:
                targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"],
                host=(plan.get("coordinator") or {}).get("host")),
     ]
-    checks += engine_checks(plan, targets, timeouts)
+    checks += engine_checks(plan, targets, timeouts,
+                            [c["name"] for c in plan.get("containers") or [] if c["name"] not in skip] if skip else None)
     if tracks_ranks(plan):
         checks.append(_check("the KV conductor lists every prefill/union DP rank", "endpoints", _services(targets),
                              timeouts["ready"], ["kv_conductor", "coordinator", "prefill", "union"],
-                             endpoints=kv_endpoint_ranges(plan), host=(plan.get("kv_conductor") or {}).get("host")))
+                             endpoints=[e for e in kv_endpoint_ranges(plan) if e["container"] not in skip],
+                             host=(plan.get("kv_conductor") or {}).get("host")))
     return checks
 
 
@@ -295,6 +300,8 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "work": with_needs(host_work(plan, result, judged, steps, startup, with_instances(files, plan)), plan),
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
+        "upgrade": upgrade_work(result, existing, next(iter(judged["settings"].values()), {}).get("image", ""),
+                                readiness_checks(plan, timeouts, left_behind(result, existing))),
         **stall_work(plan, result, judged),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
         "conductor_url": conductor["url"] if conductor else "",

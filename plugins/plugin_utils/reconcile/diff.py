@@ -21,6 +21,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, dependencies
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name, parse_parts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import image_only
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
 
 
@@ -51,6 +52,7 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
                 strays.append((host, name, item))
 
     actions = {}
+    upgraded = set()  # recreated for a new image with the same own config: engines roll instead (upgrade.py)
     for name, c in planned.items():
         row = {"container": name, "host": c["host"], "role": c["role"], "tier": c["tier"],
                "job_name": c.get("job_name"), "action": "keep", "reason": "", "mode": "none"}
@@ -69,12 +71,19 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
                 if not reasons and old.get("deps") != new.get("deps"):
                     reasons = ["dependency changed"]
                 row.update(action="recreate", reason=", ".join(reasons) or "config changed", mode="parallel")
+                if image_only(old, new):
+                    upgraded.add(name)
         actions[name] = row
 
-    # A dependency that restarts restarts its dependents; engines must be gone before their controller returns.
+    # A dependency that restarts restarts its dependents; engines must be gone before their controller returns,
+    # unless the dependency only changes its image: running engines re-register with it and roll (upgrade.py).
     for name, row in actions.items():
         restarting = [d for d in deps[name] if actions[d]["action"] in ("create", "recreate")]
         if not restarting or row["action"] == "create":
+            continue
+        if row["role"] in ENGINE_ROLES and set(restarting) <= upgraded:
+            if row["action"] == "recreate" and row["reason"] == "dependency changed":
+                row["reason"] = "rolls after the image change of " + ", ".join(restarting)
             continue
         why = "restarts with " + ", ".join(restarting)
         own = row["reason"] if row["action"] == "recreate" and row["reason"] != "dependency changed" else ""

@@ -19,6 +19,7 @@ import json
 import os
 import random
 import threading
+import time
 import uuid
 
 from motor_sim.common import (
@@ -158,6 +159,11 @@ class Coordinator:
         self.load_weight = float(sched.get("kv_affinity_load_weight", 1.0))
         self.prefill_scale = float(sched.get("kv_affinity_prefill_load_scale", 1.0))
         self.never_ready = os.environ.get("MOTOR_SIM_NEVER_READY") == "1"
+        # upstream's transport retries (motor/config/coordinator.py ExceptionConfig; router/strategies/pd_hybrid.py,
+        # pd_separate.py): a failed forward is scheduled again, retry_delay * 2**attempt s later
+        retries = section(user_config, "motor_coordinator_config", "exception_config")
+        self.max_retry = int(retries.get("transport_max_retry") or retries.get("max_retry", 5))
+        self.retry_delay = float(retries.get("retry_delay", 0.2))
         # SGLang (engine_type of the prefill section): PyMotor's PD dual dispatch with the bootstrap protocol
         self.dual_dispatch = (engine_section(user_config, "prefill").get("engine_type") == "sglang")
         self.bootstrap_port = os.environ.get("DISAGGREGATION_BOOTSTRAP_PORT", "")
@@ -275,6 +281,16 @@ class Coordinator:
             return UNAVAILABLE
         stream = SseReply(handler, body) if body.get("stream") else None
         body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        for attempt in range(max(self.max_retry, 1)):
+            answer = self.route(body, stream, path)
+            # A stream already started cannot be sent again; anything else failed is scheduled again.
+            if answer is None or answer[0] == 200 or attempt + 1 >= self.max_retry or (stream and stream.started):
+                return answer
+            time.sleep(self.retry_delay * 2 ** attempt)
+        return UNAVAILABLE
+
+    def route(self, body: dict, stream, path: str) -> tuple | None:
+        """One attempt of a request: schedule, forward."""
         first_role = "prefill" if self.by_role("prefill") else "union"
         pd_split = first_role == "prefill" and bool(self.by_role("decode"))
         tokens = self.tokenizer.encode_request(body) if self.tokenizer else []

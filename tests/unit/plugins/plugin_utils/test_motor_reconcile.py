@@ -23,6 +23,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes im
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label, previous_placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import KV_PATCH_BLOCK, configmaps, container_spec
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import image_only, left_behind, upgrade_work
 
 
 SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
@@ -135,7 +136,8 @@ def test_image_change_names_the_image():
     result = reconcile(plan, parts_of(plan, image="sha256:other"), deployed(plan, parts))
     reasons = {r["container"]: r["reason"] for r in result["changes"]}
     assert reasons["mindie-motor-kv-pool"] == "image changed"
-    assert reasons["mindie-motor-p0-0"].startswith("image changed; restarts with")
+    assert reasons["mindie-motor-p0-0"] == "image changed"  # it rolls; no removal before the controller returns
+    assert actions(result)["mindie-motor-p0-0"] == ("recreate", "rolling")
 
 
 def test_scale_out_leaves_existing_containers_untouched():
@@ -367,3 +369,101 @@ def test_configmaps_inject_the_functions_of_the_plan_and_write_nice_json():
     assert out["prepend"] == ({"boot.sh": KV_PATCH_BLOCK} if engine["kv_patch"] else {})
     assert out["files"] == {"user_config.json": to_nice_json(engine["user_config"], indent=2) + "\n",
                             "env.json": to_nice_json(engine["env"], indent=2) + "\n"}
+
+
+def _upgraded(p=2, d=2):
+    """A 2P+2D job deployed with one image and re-planned with another (same config)."""
+    plan = make_plan(p=p, d=d)
+    old = deployed(plan, parts_of(plan, image="sha256:old", shared="s-old"))
+    for items in old.values():
+        for item in items:
+            item["Image"] = "local/motor:1.0"
+    return plan, old, reconcile(plan, parts_of(plan, image="sha256:new", shared="s-new"), old)
+
+
+def test_image_upgrade_restarts_the_control_plane_once_and_rolls_engines_one_instance_at_a_time():
+    upgraded = _upgraded()
+    plan, result = upgraded[0], upgraded[2]
+    got = actions(result)
+    engines = [c for c in plan["containers"] if c["tier"] == 2]
+    control = [c["name"] for c in plan["containers"] if c["tier"] != 2]
+    assert all(got[name] == ("recreate", "parallel") for name in control)
+    assert all(got[c["name"]] == ("recreate", "rolling") for c in engines)
+    assert result["first"] == {}
+    assert sorted(n for names in result["start"].values() for n in names) == sorted(control)
+    # one roll entry per engine instance, in plan order, each with all the pods of its instance
+    order = []
+    for c in engines:
+        if c["job_name"] not in order:
+            order.append(c["job_name"])
+    assert [r["job_name"] for r in result["rolling"]] == order and len(order) == 4
+    assert all({m["name"] for m in r["containers"]} == {c["name"] for c in engines if c["job_name"] == r["job_name"]}
+               for r in result["rolling"])
+    assert all(r["reason"].startswith("image changed") for r in result["rolling"])
+
+
+def test_image_upgrade_work_waits_for_the_control_plane_and_names_the_rollback():
+    plan, old, result = _upgraded()
+    work = upgrade_work(result, old, "local/motor:2.0", [{"name": "ready"}])
+    assert work["wait"] == [{"name": "ready"}]
+    assert set(work["control_plane"]) == {c["name"] for c in plan["containers"] if c["tier"] != 2}
+    assert work["order"] == [r["job_name"] for r in result["rolling"]]
+    assert work["previous_image"] == "local/motor:1.0" and work["image"] == "local/motor:2.0"
+    assert "-e motor_image=local/motor:1.0" in work["rollback"]
+    # a rollback is the same roll the other way
+    back = upgrade_work(result, {h: [dict(i, Image="local/motor:2.0") for i in items] for h, items in old.items()},
+                        "local/motor:1.0", [])
+    assert back["previous_image"] == "local/motor:2.0" and "motor_image=local/motor:2.0" in back["rollback"]
+
+
+def test_rerun_after_the_roll_changes_nothing():
+    plan = make_plan(p=2, d=2)
+    parts = parts_of(plan, image="sha256:new", shared="s-new")
+    result = reconcile(plan, parts, deployed(plan, parts))
+    assert result["changes"] == [] and result["rolling"] == []
+    assert upgrade_work(result, deployed(plan, parts), "local/motor:2.0", [{"name": "ready"}])["wait"] == []
+
+
+def test_a_controller_config_change_with_a_new_image_still_removes_engines_first():
+    plan = make_plan()
+    parts = parts_of(plan)
+
+    def mutate(user):
+        user.setdefault("motor_controller_config", {}).setdefault("instance_config", {})["instance_heartbeat_timeout"] = 12
+    changed = make_plan(mutate=mutate)
+    result = reconcile(changed, parts_of(changed, image="sha256:new"), deployed(plan, parts))
+    got = actions(result)
+    assert got["mindie-motor-p0-0"] == ("recreate", "first") and result["rolling"] == []
+
+
+def test_image_only_needs_the_same_own_config():
+    assert image_only({"image": "a", "spec": "s", "shared": "x"}, {"image": "b", "spec": "s", "shared": "y"})
+    assert not image_only({"image": "a", "spec": "s"}, {"image": "b", "spec": "t"})
+    assert not image_only({"image": "a", "spec": "s"}, {"image": "a", "spec": "s"})
+    assert not image_only({}, {"image": "b", "spec": "s"})
+
+
+def test_rollback_after_a_failed_roll_does_not_wait_for_the_broken_instance():
+    plan = make_plan(p=2, d=2)
+    good = parts_of(plan, image="sha256:old", shared="s-old")
+    bad = parts_of(plan, image="sha256:bad", shared="s-bad")
+    now = deployed(plan, good)
+    broken = "mindie-motor-p0-0"
+    bad_now = deployed(plan, bad)
+    for host, items in now.items():  # the failed roll replaced p0 with the bad image, then stopped
+        for i, item in enumerate(items):
+            if item["Names"] == ["/" + broken]:
+                items[i] = next(x for x in bad_now[host] if x["Names"] == ["/" + broken])
+            items[i]["Image"] = "local/motor:bad" if items[i]["Names"] == ["/" + broken] else "local/motor:1.0"
+    # the control plane runs the bad image too: it restarts, and only the broken instance rolls back
+    for host, items in now.items():
+        for i, item in enumerate(items):
+            if item["Labels"]["io.pymotor.role"] not in ("prefill", "decode"):
+                items[i] = dict(next(x for x in bad_now[host] if x["Names"] == item["Names"]), Image="local/motor:bad")
+    result = reconcile(plan, good, now)
+    assert [r["job_name"] for r in result["rolling"]] == ["mindie-motor-p0"]
+    assert left_behind(result, now) == {broken}
+    work = upgrade_work(result, now, "local/motor:1.0", [{"name": "ready"}])
+    assert work["wait"] and work["rollback"] == ""  # most engines already run the target image
+    fresh = _upgraded()
+    assert left_behind(fresh[2], fresh[1]) == frozenset()

@@ -366,3 +366,20 @@ def test_host_view_of_a_probe_without_interfaces_falls_back():
     assert view["ansible_host"] == "npu-a2-01.dc1.example.com"
     cached = {"ansible_default_ipv4": {"address": "10.9.9.9", "interface": "eth9"}}
     assert host_view(cached, {"interfaces": {}, "default_interface": ""})["motor_host_ip"] == "10.9.9.9"
+
+
+def test_decision_of_an_image_upgrade_waits_for_the_control_plane_before_the_roll(plan):
+    first = decide(plan, ["h1", "ctl"], {h: healthy(plan, h) for h in ("h1", "ctl")}, SETTINGS, {}, OPTIONS)
+    specs = {s["name"]: s for step in ("ctl", "h1") for run in first["work"][step]["steps"] if run
+             for s in run["containers"]}
+    running = {h: [{"Names": ["/" + n], "State": "running", "Labels": s["labels"], "Image": "local/pymotor:1"}
+                   for n, s in specs.items() if s["labels"]["io.pymotor.container"]
+                   in [c["name"] for c in plan["containers"] if c["host"] == h]] for h in ("h1", "ctl")}
+    probes = {h: dict(healthy(plan, h, running[h]), images=[{"Id": "sha256:new"}]) for h in ("h1", "ctl")}
+    settings = dict(SETTINGS, motor_service_image="local/pymotor:2")
+    upgrade = decide(plan, ["h1", "ctl"], probes, settings, {}, OPTIONS)
+    assert upgrade["reconcile"]["first"] == {} and len(upgrade["rolling"]) == 2
+    wait = upgrade["upgrade"]["wait"]
+    assert [c["name"] for c in wait] == [c["name"] for c in upgrade["readiness"]]  # every engine serves again first
+    assert upgrade["upgrade"]["previous_image"] == "local/pymotor:1"
+    assert "-e motor_image=local/pymotor:1" in upgrade["upgrade"]["rollback"]
