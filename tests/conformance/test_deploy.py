@@ -184,6 +184,71 @@ def test_restarted_coordinator_heals_without_a_command_then_a_rerun_passes(clust
     assert result.returncode == 0 and support.recap_changed(result.stdout) == 0, result.stdout[-3000:]
 
 
+FAULT_HEAL_TIMEOUT = 240  # issue 33: an engine crash needs the controller's restart and a second pod start
+
+
+def _engine_pod(c: Cluster) -> tuple[str, str]:
+    """(host, container) of the first prefill (PD separation) or union (PD hybrid) instance's first pod."""
+    name = f"{c.job}-{'p0' if c.seed == 'pd_separation' else 'u0'}"
+    for host in c.hosts:
+        names = simctl.host_exec(host["name"], "docker ps -a --format '{{.Names}}'")[1].split()
+        pods = sorted(n for n in names if n.startswith(name))
+        if pods:
+            return host["name"], pods[0]
+    raise AssertionError(f"no pod of {name}\n{c.containers()}")
+
+
+def _sigkill_main(host: str, container: str) -> None:
+    """What a crash does: the container's main process SIGKILLed (``docker kill`` would count as a manual stop)."""
+    rc, out = simctl.host_exec(host, f"kill -9 $(docker inspect -f '{{{{.State.Pid}}}}' {container})")
+    assert rc == 0, out
+
+
+def _fault(c: Cluster, kind: str) -> str:
+    """Inflict the fault; what it was, for the evidence."""
+    if kind == "engine_kill":
+        host, pod = _engine_pod(c)
+        _sigkill_main(host, pod)
+        return f"main process of {pod} SIGKILLed"
+    if kind == "controller_kill":
+        _sigkill_main(c.control()["name"], f"{c.job}-controller")
+        return f"main process of {c.job}-controller SIGKILLed"
+    host, pod = _engine_pod(c)
+    simctl.restart_dockerd(host)
+    return f"Docker engine of {host} (running {pod}) restarted"
+
+
+@pytest.mark.parametrize("kind", ["controller_kill", "engine_kill", "engine_dockerd"])
+def test_fault_heals_without_a_command_then_rerun_and_verify_pass(cluster, kind):
+    """Issue 33: each fault, then ready and answering chat through the coordinator with no command run (time
+    recorded), then deploy.yml changes nothing and verify.yml passes."""
+    _needs_first_deploy(cluster)
+    assert _serving(cluster), "the job does not serve before the fault"
+    started = time.monotonic()
+    what = _fault(cluster, kind)
+    healed = None
+    while time.monotonic() - started < FAULT_HEAL_TIMEOUT:
+        time.sleep(2)
+        if _serving(cluster):
+            healed = time.monotonic() - started
+            break
+    healer = [line for line in cluster.logs("controller", 400).splitlines() + cluster.logs("-p", 200).splitlines()
+              + cluster.logs("-u", 200).splitlines() if "motor-healer:" in line]
+    took = f"{healed:.0f} s" if healed is not None else f"NOT within {FAULT_HEAL_TIMEOUT} s"
+    line = f"{cluster.seed} {kind} ({what}): serving again after {took}"
+    print(line)
+    evidence = REPO / "tests" / "output" / f"conformance-{cluster.seed}-{kind}.log"
+    evidence.write_text(line + "\n" + "\n".join(healer) + "\n")
+    assert healed is not None, (f"{line}\n{cluster.containers()}\n{cluster.logs('controller', 40)}\n"
+                                f"{cluster.logs('-p', 40)}\n{cluster.logs('-u', 40)}\n{cluster.logs('coordinator', 20)}")
+    result = cluster.deploy()
+    assert result.returncode == 0 and support.recap_changed(result.stdout) == 0, f"{line}\n{result.stdout[-3000:]}"
+    verify = support.playbook("verify.yml", cluster.inventory, cluster.config,
+                              "-e", f"motor_verify_report={cluster.tmp / f'verify-{kind}.json'}", image=cluster.image,
+                              check=False)
+    assert verify.returncode == 0, f"{line}\n{verify.stdout[-3000:]}"
+
+
 def test_scale_prefill_out_and_in(cluster):
     """Scaling adds or removes only those instances, and leaves the user_config.json of the running control plane
     untouched: upstream's common.sh would cp -f a rewritten one into the running coordinator every 10 s, and its
