@@ -65,7 +65,6 @@ def missing_endpoints(body, expected):
     return missing
 
 
-
 def pod_verdict(status, body, engines_answer):
     """One engine pod, as its node manager's ``/node-manager/status`` answer (``status``, ``body``) tells, with
     ``engines_answer`` (a callable: does any of the pod's engine management ports answer HTTP at all; asked only when
@@ -79,6 +78,7 @@ def pod_verdict(status, body, engines_answer):
     if not status_ok(body):
         return "started"
     return "started" if engines_answer() else "stalled"
+
 
 def condition_met(until, status, body, expected=None):
     """Whether one HTTP answer (status -1: no answer; body: parsed JSON or None) meets a readiness condition.
