@@ -65,6 +65,21 @@ def missing_endpoints(body, expected):
     return missing
 
 
+def pod_verdict(status, body, engines_answer):
+    """One engine pod, as its node manager's ``/node-manager/status`` answer (``status``, ``body``) tells, with
+    ``engines_answer`` (a callable: does any of the pod's engine management ports answer HTTP at all; asked only when
+    it matters). "stalled": its start command never came; the node manager answers normal because it has no endpoint
+    (upstream's ``check_all_endpoints_normal`` over an empty list) and no engine runs. "started": a start command came
+    (endpoints not normal yet, or an engine answers). "unknown": the node manager does not answer 200. The one rule of
+    the readiness wait (motor_wait StallWatch) and of the healers (plugin_utils/heal.py, which runs this file's copy).
+    """
+    if status != 200:
+        return "unknown"
+    if not status_ok(body):
+        return "started"
+    return "started" if engines_answer() else "stalled"
+
+
 def condition_met(until, status, body, expected=None):
     """Whether one HTTP answer (status -1: no answer; body: parsed JSON or None) meets a readiness condition.
 

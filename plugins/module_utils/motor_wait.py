@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import ssl_context
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import CONDITIONS, condition_met, missing_endpoints
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import CONDITIONS, condition_met, missing_endpoints, pod_verdict
 
 ANSWER_LIMIT = 300
 STALL_PROBE_SECONDS = 5.0  # how often the stall probes run while the checks are polled (each probe is 1 + n GETs)
@@ -155,12 +155,8 @@ class StallWatch:
     def _judge(self, stall):
         """"stalled", "started" (it got its start command: the race is over for this pod) or "unknown" (not up)."""
         status, body, dummy = self.get(stall["node_manager"]["url"], self.request_timeout, stall["node_manager"].get("tls"))
-        if status != 200:
-            return "unknown"
-        if not condition_met("status_ok", status, body):
-            return "started"  # endpoints that are not normal yet: a start command came
-        engines_up = any(self.get(e["url"], self.request_timeout, e.get("tls"))[0] != -1 for e in stall["engines"])
-        return "started" if engines_up else "stalled"
+        return pod_verdict(status, body, lambda: any(self.get(e["url"], self.request_timeout, e.get("tls"))[0] != -1
+                                                     for e in stall["engines"]))
 
     def poll(self):
         """Probe (at most every STALL_PROBE_SECONDS); True when some pod has stalled for ``timeout`` seconds."""

@@ -19,6 +19,16 @@ This file runs in two places:
   holds for ``settle`` seconds in a row, and the backoff allows, it logs one line and ends the controller process,
   so the container exits and Docker's restart policy starts it again (host-local: no Docker API, nothing listens).
   It never acts on its own container's first ``settle`` seconds, nor while engines load (none answers normal).
+- inside every engine pod (same copy, with ``motor_health.py`` next to it for ``pod_verdict``), watching its own
+  node manager and engines.
+
+An engine pod that crashed (its restart policy starts it again) registers anew and upstream's controller answers
+"already registered" for its assembled instance (``instance_assembler.py`` ``register``); the node manager then waits
+for a start command that never comes, answers normal with no endpoint, and the controller, asking it after the
+heartbeat timeout, keeps the instance ACTIVE (``instance_manager.py`` ``_handle_inactive``). Two repairs on the same
+rule as the readiness wait's (``motor_health.pod_verdict``): the pod ends itself after ``POD_SETTLE`` s (it registers
+anew: enough for a pod the controller dropped at start), and the controller's healer ends the controller after
+``CONTROLLER_POD_SETTLE`` s (it forgets the instance; the pod's next start registers it anew).
 """
 
 from __future__ import annotations
@@ -32,10 +42,25 @@ import sys
 import time
 import urllib.parse
 
+try:  # in the collection (the Ansible controller, unit tests)
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import pod_verdict
+except ImportError:  # in a container's config directory, next to its copy (reconcile/healer.py)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from motor_health import pod_verdict  # type: ignore[no-redef]
+
 # roles whose live instance makes upstream's coordinator ready (only_prefill is ready; only_decode is not)
 READY_ROLES = ("prefill", "union")
 DEFAULTS = {"interval": 5, "settle": 40, "backoff_max": 600, "stop_grace": 10,
             "state": "/var/tmp/motor_healer.json"}
+# an engine pod whose start command never came ends itself after POD_SETTLE s (it registers anew); the controller
+# restarts after CONTROLLER_POD_SETTLE s of the same (it still holds the pod's instance as assembled), later than the
+# pod's own repair so that a pod the controller merely dropped at start (the registration race) costs no restart of it
+POD_SETTLE = 30
+CONTROLLER_POD_SETTLE = 75
+STALLED_POD = ("its node manager answers normal with no endpoint and none of its engines answers: its start command "
+               "never came (upstream's controller answers the registration of an assembled instance 'already "
+               "registered', instance_assembler.py register, and keeps it ACTIVE while its node managers answer "
+               "normal, instance_manager.py _handle_inactive)")
 
 
 def stranded_coordinator(readiness, instances):
@@ -72,8 +97,9 @@ def _context(tls):
     return ctx
 
 
-def get_json(target, timeout=3):
-    """The JSON body of a 200 answer to GET ``target["url"]``, else None (http.client: this file runs alone)."""
+def get_answer(target, timeout=3):
+    """(HTTP status, JSON body or None) of GET ``target["url"]``; (-1, None) when nothing answers (http.client: this
+    file runs alone)."""
     url = urllib.parse.urlsplit(target["url"])
     if url.scheme == "https":
         conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=_context(target.get("tls")))
@@ -83,11 +109,26 @@ def get_json(target, timeout=3):
         conn.request("GET", url.path + ("?" + url.query if url.query else ""))
         resp = conn.getresponse()
         body = resp.read()
-        return json.loads(body) if resp.status == 200 else None
-    except (OSError, ValueError, http.client.HTTPException):
-        return None
+        try:
+            return resp.status, json.loads(body)
+        except ValueError:
+            return resp.status, None
+    except (OSError, http.client.HTTPException):
+        return -1, None
     finally:
         conn.close()
+
+
+def get_json(target, timeout=3):
+    """The JSON body of a 200 answer to GET ``target["url"]``, else None."""
+    status, body = get_answer(target, timeout)
+    return body if status == 200 else None
+
+
+def pod_state(pod, answer=get_answer):
+    """``pod_verdict`` of one engine pod (``{"node_manager": target, "engines": [targets]}``) now."""
+    status, body = answer(pod["node_manager"])
+    return pod_verdict(status, body, lambda: any(answer(t)[0] != -1 for t in pod["engines"]))
 
 
 def observe(config, get=get_json):
@@ -139,26 +180,60 @@ def end_controller(grace, own_pid=None, proc="/proc", kill=os.kill, sleep=time.s
 
 
 class Healer:
-    def __init__(self, config, get=get_json, clock=time.time, act=None):
-        self.config = dict(DEFAULTS, **config)
-        self.get, self.clock = get, clock
-        self.act = act or (lambda: end_controller(self.config["stop_grace"]))
-        self.since = None  # when the rule started to hold (in a row)
+    """The controller's healer (``coordinator``, ``instances_file``) or an engine pod's (``pod``, ``node_manager``,
+    ``engines``)."""
 
-    def step(self):
-        """One round: True when it acted."""
-        now = self.clock()
+    def __init__(self, config, get=get_json, clock=time.time, act=None, answer=get_answer):
+        self.config = dict(DEFAULTS, **config)
+        self.get, self.clock, self.answer = get, clock, answer
+        self.act = act or (lambda: end_controller(self.config["stop_grace"]))
+        self.since = None  # when the coordinator rule started to hold (in a row)
+        self.stalled = {}  # pod -> since when its start command has not come (reset only once it came)
+
+    def _stalled_pods(self, pods, now):
+        """The pods stalled now, with how long (a pod that restarts, "unknown" for a moment, stays stalled)."""
+        out = {}
+        for name, pod in sorted(pods.items()):
+            verdict = pod_state(pod, self.answer)
+            if verdict == "started":
+                self.stalled.pop(name, None)
+            elif verdict == "stalled":
+                out[name] = now - self.stalled.setdefault(name, now)
+        return out
+
+    def judge(self, now):
+        """(what, why, how long it held, settle) of the repair due now, or None."""
         config = self.config
+        if config.get("pod"):
+            held = self._stalled_pods({config["pod"]: config}, now).get(config["pod"])
+            if held is None:
+                return None
+            return ("restarting this engine pod %s (its processes end, Docker's restart policy starts it again and its "
+                    "node manager registers anew)" % config["pod"], STALLED_POD, held, config["settle"])
         if config.get("instances_file"):  # rewritten by a deploy that scales: read every round
             config = dict(config, instances=_load(config["instances_file"]))
+        pods = {name: pod for inst in config["instances"].values() for name, pod in (inst.get("pods") or {}).items()}
+        stalled = self._stalled_pods(pods, now)
+        what = "restarting the controller container (its process ends, Docker's restart policy starts it again)"
+        if stalled:
+            name = max(stalled, key=stalled.get)
+            return (what, "pod %s: %s; a restarted controller forgets the instance, so the pod registers anew"
+                    % (name, STALLED_POD), stalled[name], config.get("pod_settle", CONTROLLER_POD_SETTLE))
         readiness, instances = observe(config, self.get)
         why = stranded_coordinator(readiness, instances)
         if why is None:
             self.since = None
-            return False
+            return None
         self.since = self.since if self.since is not None else now
-        if now - self.since < self.config["settle"]:
+        return what, why, now - self.since, config["settle"]
+
+    def step(self):
+        """One round: True when it acted."""
+        now = self.clock()
+        judged = self.judge(now)
+        if judged is None or judged[2] < judged[3]:
             return False
+        what, why, held = judged[:3]
         state = _load(self.config["state"])
         actions = list(state.get("actions") or [])
         allowed = next_allowed(actions, self.config["settle"], self.config["backoff_max"], now)
@@ -166,8 +241,7 @@ class Healer:
             return False
         actions = [t for t in actions if now - t < 3600] + [now]
         _save(self.config["state"], {"actions": actions})
-        log("restarting the controller container (its process ends, Docker's restart policy starts it again)",
-            "%s; for %d s; action %d in the last hour" % (why, now - self.since, len(actions)), now)
+        log(what, "%s; for %d s; action %d in the last hour" % (why, held, len(actions)), now)
         self.act()
         return True
 
@@ -179,7 +253,8 @@ def main(argv):
     with open(argv[1]) as handle:
         config = json.load(handle)
     healer = Healer(config)
-    log("watching the coordinator and the prefill/union instances of %s" % config.get("instances_file"),
+    log("watching %s" % ("this engine pod, %s" % config["pod"] if config.get("pod") else
+                         "the coordinator and the engine pods of %s" % config.get("instances_file")),
         "settle %s s, interval %s s" % (healer.config["settle"], healer.config["interval"]))
     while True:
         time.sleep(healer.config["interval"])

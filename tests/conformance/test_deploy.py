@@ -186,6 +186,92 @@ def test_restarted_coordinator_heals_without_a_command_then_a_rerun_passes(clust
     assert result.returncode == 0 and support.recap_changed(result.stdout) == 0, result.stdout[-3000:]
 
 
+FAULT_HEAL_TIMEOUT = 240  # issue 33: an engine crash may need the pod's own restart and the controller's
+
+
+def _engine_pods(c: Cluster) -> dict:
+    """``{engine pod: (host, its healer's config: node manager and engine targets)}``."""
+    out = {}
+    for host in c.hosts:
+        names = simctl.host_exec(host["name"], "docker ps -a --format '{{.Names}}'")[1].split()
+        for name in names:
+            rc, text = simctl.host_exec(host["name"], f"cat /etc/pymotor/{c.job}/{name}/healer.json")
+            if rc == 0 and '"pod"' in text:
+                out[name] = (host["name"], json.loads(text))
+    assert out, c.containers()
+    return out
+
+
+def _started(c: Cluster, host: str, container: str) -> str:
+    return simctl.host_exec(host, ["docker", "inspect", "-f", "{{.State.StartedAt}}", container])[1].strip()
+
+
+def _pods_serve(c: Cluster, pods: dict) -> bool:
+    """Every engine pod's node manager and engines answer normal (a stranded pod's engines do not answer)."""
+    for dummy, config in pods.values():
+        status, body = http(config["node_manager"]["url"])
+        if not (status == 200 and isinstance(body, dict) and body.get("status") is True):
+            return False
+        for engine in config["engines"]:
+            status, body = http(engine["url"])
+            if not (status == 200 and isinstance(body, dict) and body.get("status") == "normal"):
+                return False
+    return True
+
+
+def _fault(c: Cluster, kind: str, pods: dict) -> tuple[str, dict]:
+    """Inflict the fault: what it was, and ``{container: host}`` of the containers it restarts."""
+    prefill = sorted(name for name in pods if name.startswith((f"{c.job}-p0", f"{c.job}-u0")))[0]
+    host = pods[prefill][0]
+    if kind == "engine_kill":  # what a crash does (``docker kill`` would count as a manual stop: no restart)
+        target, restarts = prefill, {prefill: host}
+    elif kind == "controller_kill":
+        host, target = c.control()["name"], f"{c.job}-controller"
+        restarts = {target: host}
+    else:
+        simctl.restart_dockerd(host)
+        return f"Docker engine of {host} restarted", {name: h for name, (h, dummy) in pods.items() if h == host}
+    rc, out = simctl.host_exec(host, f"kill -9 $(docker inspect -f '{{{{.State.Pid}}}}' {target})")
+    assert rc == 0, out
+    return f"main process of {target} SIGKILLed", restarts
+
+
+@pytest.mark.parametrize("kind", ["engine_kill", "controller_kill", "engine_dockerd"])
+def test_fault_heals_without_a_command_then_rerun_and_verify_pass(cluster, kind):
+    """Issue 33: each fault, then (once the containers it hit started again) every engine pod serves and the job is
+    ready and answers chat through the coordinator, with no command run (time recorded); then deploy.yml changes
+    nothing and verify.yml passes."""
+    _needs_first_deploy(cluster)
+    pods = _engine_pods(cluster)
+    assert _serving(cluster) and _pods_serve(cluster, pods), "the job does not serve before the fault"
+    hosts = {name: host for name, (host, dummy) in pods.items()}
+    hosts[f"{cluster.job}-controller"] = cluster.control()["name"]
+    before = {name: _started(cluster, host, name) for name, host in hosts.items()}
+    started = time.monotonic()
+    what, restarts = _fault(cluster, kind, pods)
+    healed = None
+    while time.monotonic() - started < FAULT_HEAL_TIMEOUT:
+        time.sleep(2)
+        if all(_started(cluster, host, name) not in ("", before[name]) for name, host in restarts.items()) \
+                and _pods_serve(cluster, pods) and _serving(cluster):
+            healed = time.monotonic() - started
+            break
+    healer = [line for line in cluster.logs(cluster.job, 300).splitlines() if "motor-healer:" in line]
+    took = f"{healed:.0f} s" if healed is not None else f"NOT within {FAULT_HEAL_TIMEOUT} s"
+    line = f"{cluster.seed} {kind} ({what}): serving again after {took}"
+    print(line)
+    evidence = REPO / "tests" / "output" / f"conformance-{cluster.seed}-{kind}.log"
+    evidence.write_text(line + "\n" + "\n".join(healer) + "\n")
+    assert healed is not None, (f"{line}\n{cluster.containers()}\n{cluster.logs('controller', 40)}\n"
+                                f"{cluster.logs('-p', 30)}\n{cluster.logs('-u', 30)}\n{cluster.logs('coordinator', 20)}")
+    result = cluster.deploy()
+    assert result.returncode == 0 and support.recap_changed(result.stdout) == 0, f"{line}\n{result.stdout[-3000:]}"
+    verify = support.playbook("verify.yml", cluster.inventory, cluster.config,
+                              "-e", f"motor_verify_report={cluster.tmp / f'verify-{kind}.json'}", image=cluster.image,
+                              check=False)
+    assert verify.returncode == 0, f"{line}\n{verify.stdout[-3000:]}"
+
+
 def test_scale_prefill_out_and_in(cluster):
     """Scaling adds or removes only those instances, and leaves the user_config.json of the running control plane
     untouched: upstream's common.sh would cp -f a rewritten one into the running coordinator every 10 s, and its

@@ -203,7 +203,9 @@ def test_unreachable_engine_host_stops_everything_and_rerun_converges(cluster):
 
 def test_engine_crash_is_restarted_and_reported(cluster):
     """The decode engine container crashes once 8 s after start (stand-in knob): the restart policy brings it
-    back, verify.yml reports its restart count, and the instance re-registers so the checks pass again."""
+    back, verify.yml reports its restart count, and the instance serves again so the checks pass. Its node manager
+    registers while the instance is still assembled, and is answered "already registered" as upstream's is: the
+    healers repair it (the pod's own restart after 30 s, the controller's after 75 s; docs/design.md), hence 240 s."""
     crasher = f"{JOB}-d0-0"
     write_config(cluster["config"], JOB, env_extra={
         "motor_controller_env": {"MOTOR_FAULT_ROLLOUT": "1"},
@@ -220,7 +222,7 @@ def test_engine_crash_is_restarted_and_reported(cluster):
     assert "MOTOR_SIM_CRASH_AFTER=8: crashing now" in logs
 
     report_path = cluster["tmp"] / "verify-crash.json"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240
     while True:
         result = playbook("verify.yml", cluster["inventory"], cluster["config"],
                           "-e", f"motor_verify_report={report_path}", check=False)

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""The files of the controller's healer (``plugin_utils/heal.py``) in the controller's config directory.
+"""The files of the healers (``plugin_utils/heal.py``) in the config directories of the controller and the engine
+pods (an engine pod's healer watches that pod alone: script, rule and config, all hashed).
 
 ``healer_files``: the script (heal.py verbatim) and its config (the coordinator's URL, the constants): they count in
 the controller's config hash (``specs.own_files``), so a new healer restarts the controller once. ``healer_instances``:
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_health
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 
 HEALER_SCRIPT = "motor_healer.py"
 HEALER_CONFIG = "healer.json"
 HEALER_INSTANCES = "healer_instances.json"
-HEALER_BLOCK = """# healer_begin (pymotor.ascend: the controller's healer, docs/design.md of the collection)
+HEALER_RULE = "motor_health.py"  # pod_verdict, the readiness wait's rule, next to the script (heal.py imports it)
+HEALER_BLOCK = """# healer_begin (pymotor.ascend: the healer of this container, docs/design.md of the collection)
 python3 -u "$CONFIGMAP_PATH/%s" "$CONFIGMAP_PATH/%s" &
 # healer_end
 """ % (HEALER_SCRIPT, HEALER_CONFIG)
@@ -34,31 +37,52 @@ def _controller(plan: dict):
     return next((c for c in (plan or {}).get("containers") or [] if c.get("role") == "controller"), None)
 
 
+def _read(module) -> str:
+    with open(module.__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _pods(plan: dict) -> dict:
+    """``{engine pod: {"instance", "role", "node_manager": target, "engines": [targets]}}``."""
+    targets = service_targets(plan)
+    out = {}
+    for c in plan.get("containers") or []:
+        if c.get("tier") == 2 and c["name"] in targets["node_managers"]:
+            out[c["name"]] = {"instance": c["job_name"], "role": c["role"],
+                              "node_manager": targets["node_managers"][c["name"]],
+                              "engines": [t for key, t in sorted(targets["engines"].items())
+                                          if key.rsplit("/", 1)[0] == c["name"]]}
+    return out
+
+
 def healer_files(plan: dict) -> dict:
-    """``{controller container: {file: text}}``: the healer's script and config (hashed)."""
+    """``{container: {file: text}}``: the healer's script, its rule and its config (hashed), for the controller and
+    every engine pod."""
     controller = _controller(plan)
     if controller is None:
         return {}
-    with open(heal.__file__, encoding="utf-8") as handle:
-        script = handle.read()
-    path = controller["configmap_path"]
+    code = {HEALER_SCRIPT: _read(heal), HEALER_RULE: _read(motor_health)}
     config = dict(heal.DEFAULTS, coordinator=service_targets(plan)["coordinator"],
-                  instances_file="%s/%s" % (path, HEALER_INSTANCES))
-    return {controller["name"]: {HEALER_SCRIPT: script, HEALER_CONFIG: _text(config)}}
+                  instances_file="%s/%s" % (controller["configmap_path"], HEALER_INSTANCES))
+    out = {controller["name"]: dict(code, **{HEALER_CONFIG: _text(config)})}
+    for name, pod in _pods(plan).items():
+        config = dict(heal.DEFAULTS, settle=heal.POD_SETTLE, pod=name, node_manager=pod["node_manager"],
+                      engines=pod["engines"])
+        out[name] = dict(code, **{HEALER_CONFIG: _text(config)})
+    return out
 
 
 def healer_instances(plan: dict) -> dict:
-    """``{controller container: {HEALER_INSTANCES: text}}``: ``{instance: {"role", "engines": [targets]}}`` of the
-    roles whose live instance makes the coordinator ready (not hashed)."""
+    """``{controller container: {HEALER_INSTANCES: text}}``: ``{instance: {"role", "engines": [targets], "pods":
+    {pod: {"node_manager", "engines"}}}}`` of every engine instance (not hashed)."""
     controller = _controller(plan)
     if controller is None:
         return {}
-    engines = service_targets(plan)["engines"]
     instances = {}
-    for c in plan.get("containers") or []:
-        if c.get("tier") == 2 and c.get("role") in heal.READY_ROLES:
-            inst = instances.setdefault(c["job_name"], {"role": c["role"], "engines": []})
-            inst["engines"] += [t for key, t in sorted(engines.items()) if key.rsplit("/", 1)[0] == c["name"]]
+    for name, pod in _pods(plan).items():
+        inst = instances.setdefault(pod["instance"], {"role": pod["role"], "engines": [], "pods": {}})
+        inst["engines"] += pod["engines"]
+        inst["pods"][name] = {"node_manager": pod["node_manager"], "engines": pod["engines"]}
     return {controller["name"]: {HEALER_INSTANCES: _text(instances)}}
 
 

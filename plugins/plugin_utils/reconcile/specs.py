@@ -167,13 +167,18 @@ def configmaps(containers: list, env_functions: dict, extra_files: dict | None =
                     secret_functions.setdefault(script, {})[name] = secret
         out.append({"name": c["name"], "path": c["configmap_path"], "functions": functions,
                     "secret_functions": secret_functions,
-                    "prepend": ({"boot.sh": KV_PATCH_BLOCK} if c.get("kv_patch") else
-                                {"boot.sh": HEALER_BLOCK} if HEALER_SCRIPT in (extra_files or {}).get(c["name"], {})
-                                else {}),
+                    "prepend": _prepend(c, extra_files),
                     "keep": ["user_config.json"] if c["name"] in running else [],
                     "files": dict({"user_config.json": nice_json(c.get("user_config") or {}),
                                    "env.json": nice_json(env)}, **(extra_files or {}).get(c["name"], {}))})
     return out
+
+
+def _prepend(container: dict, extra_files: dict | None) -> dict:
+    """boot.sh's prepended block: the healer's (reconcile/healer.py), then the vLLM patch block when the plan asks."""
+    block = HEALER_BLOCK if HEALER_SCRIPT in (extra_files or {}).get(container["name"], {}) else ""
+    block += KV_PATCH_BLOCK if container.get("kv_patch") else ""
+    return {"boot.sh": block} if block else {}
 
 
 def log_path(container: dict) -> str:

@@ -6,10 +6,13 @@ ignored, like PyMotor). When single_<x>_instance_pod_num pods of a job arrived, 
 assembled: every pod whose node manager answers its status request stays (one that does not is dropped, as
 upstream's _filter_abnormal_endpoints does, and the instance waits for pods again), then every pod gets POST
 /node-manager/start. Once all its pods report healthy engines, the
-instance is pushed to the coordinator (POST /instances/refresh, ``{"event": "add", "instances": [it]}``); a pod
-whose heartbeats stop for instance_heartbeat_timeout seconds takes its instance out again (``"del"``), and so
-does a pod that restarted (same pod_ip, new boot id in its heartbeat): its node manager is told it
-is unknown (404) and registers again, so the instance is assembled anew.
+instance is pushed to the coordinator (POST /instances/refresh, ``{"event": "add", "instances": [it]}``). When a
+pod's heartbeats stop for instance_heartbeat_timeout seconds the controller asks every node manager of the instance
+(upstream's _check_node_managers_status): all answer ``{"status": true}`` -> the heartbeats are refreshed and the
+instance stays; else it is taken out (``"del"``). A pod that restarted registers again and, as upstream
+(instance_assembler.py register -> -1), is answered ``{"error": "Instance already registered"}`` while its instance
+is assembled; its heartbeats (new boot id) are refused like upstream's for an instance id it does not have. Such a
+pod's node manager has no endpoint, answers normal, and the instance stays, stranded (the healers repair it).
 
 Re-sending is upstream's, no more (motor/controller/core/event_pusher.py): an event that fails to reach the
 coordinator is logged and dropped (``_event_consumer``, no retry); every coordinator_heartbeat_interval seconds
@@ -56,6 +59,7 @@ class Job:
         self.last_seen: dict[str, float] = {}
         self.boot_ids: dict[str, str] = {}
         self.dropped: set[str] = set()  # pod_ips dropped while assembling (their node manager did not answer)
+        self.started = False  # assembled: start commands sent (upstream: in the InstanceManager)
 
     def endpoints(self) -> list[dict]:
         """Endpoints with global DP ranks: node_rank * dp_local + local_rank."""
@@ -100,6 +104,9 @@ class Controller:
             if job is None:
                 job = self.jobs[msg["job_name"]] = Job(msg["job_name"], msg["role"],
                                                        instance_pods(self.user_config, msg["role"]))
+            if job.started:  # upstream: RegisterStatus.ASSEMBLED -> -1 (instance_assembler.py register)
+                log(COMPONENT, f"Instance {job.name} already registered, no need to register again.")
+                return 200, {"error": "Instance already registered"}
             if msg["pod_ip"] in job.pods:
                 log(COMPONENT, "duplicate pod ignored", job_name=job.name, pod_ip=msg["pod_ip"])
                 return 200, {"status": "duplicate", "job_name": job.name}
@@ -139,6 +146,8 @@ class Controller:
         """Send StartCmd to every pod of the instance (node_rank = registration order)."""
         if not self.drop_unreachable(job):
             return
+        with self.lock:
+            job.started = True
         pods = list(job.pods.values())
         log(COMPONENT, "instance assembled", instance_id=job.instance_id, job_name=job.name, role=job.role,
             pods=[p["pod_ip"] for p in pods])
@@ -164,11 +173,9 @@ class Controller:
             if job is None or msg.get("pod_ip") not in job.pods:
                 return 404, {"detail": "pod not registered"}
             if msg.get("boot_id", "") != job.boot_ids.get(msg["pod_ip"], ""):
-                log(COMPONENT, "pod restarted: instance removed", job_name=job.name, instance_id=job.instance_id,
-                    pod_ip=msg["pod_ip"])
-                del self.jobs[job.name]
-                self.version += 1
-                return 404, {"detail": "pod restarted; register again"}
+                # a restarted pod: upstream's node manager sends heartbeats only after a start command, with that
+                # command's instance id; before one it has none (503, and its reregister fails the para check)
+                return 404, {"detail": "pod restarted and not started: dropped from heartbeats"}
             was_active = job.active()
             job.last_seen[msg["pod_ip"]] = time.monotonic()
             job.healthy[msg["pod_ip"]] = bool(msg.get("status"))
@@ -177,16 +184,37 @@ class Controller:
                 log(COMPONENT, "instance state changed", instance_id=job.instance_id, active=job.active())
         return 200, {"status": "ok"}
 
+    @staticmethod
+    def node_manager_normal(pod: dict) -> bool:
+        status, body = http_json("GET", f"{scheme('mgmt')}://{pod['pod_ip']}:{pod['nm_port']}/node-manager/status",
+                                 timeout=5)
+        return status == 200 and isinstance(body, dict) and body.get("status") is True
+
     def expire_stale_pods(self) -> None:
+        """Upstream's heartbeat timeout (instance_manager.py _handle_inactive): ask every node manager of the
+        instance; all normal -> refresh the heartbeats, else take the instance out."""
         now = time.monotonic()
         with self.lock:
-            for job in list(self.jobs.values()):
-                stale = [ip for ip, seen in job.last_seen.items() if now - seen > self.heartbeat_timeout]
-                if stale:
-                    log(COMPONENT, "heartbeat timeout: instance removed", job_name=job.name,
-                        instance_id=job.instance_id, pods=stale)
-                    del self.jobs[job.name]
-                    self.version += 1
+            stale = {job.name: ([ip for ip, seen in job.last_seen.items() if now - seen > self.heartbeat_timeout],
+                                list(job.pods.values())) for job in self.jobs.values()}
+        for name, (ips, pods) in stale.items():
+            if not ips:
+                continue
+            normal = all(self.node_manager_normal(pod) for pod in pods)
+            with self.lock:
+                job = self.jobs.get(name)
+                if job is None:
+                    continue
+                if normal:
+                    log(COMPONENT, f"All node managers report normal status for instance {name}(id:{job.instance_id})",
+                        pods=ips)
+                    for ip in ips:
+                        job.last_seen[ip] = time.monotonic()
+                    continue
+                log(COMPONENT, "heartbeat timeout: instance removed", job_name=name, instance_id=job.instance_id,
+                    pods=ips)
+                del self.jobs[name]
+                self.version += 1
 
     def active_instances(self) -> list[dict]:
         with self.lock:

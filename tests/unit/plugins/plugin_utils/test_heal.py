@@ -17,6 +17,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer im
     HEALER_BLOCK,
     HEALER_CONFIG,
     HEALER_INSTANCES,
+    HEALER_RULE,
     HEALER_SCRIPT,
     healer_files,
     with_instances,
@@ -120,7 +121,8 @@ def test_end_controller_spares_pid_1_and_itself(tmp_path):
 
 def test_the_healer_script_runs_alone_on_the_standard_library(tmp_path):
     script = tmp_path / HEALER_SCRIPT
-    script.write_text(healer_files(seed_plan())["mindie-motor-controller"][HEALER_SCRIPT])
+    for name, text in healer_files(seed_plan())["mindie-motor-controller"].items():
+        (tmp_path / name).write_text(text)
     out = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, check=False)
     assert out.returncode == 2 and "usage: motor_healer.py <healer.json>" in out.stderr
 
@@ -129,18 +131,27 @@ def test_controller_config_directory_gets_the_healer_and_boot_starts_it():
     plan = seed_plan("seed_pd_separation", p_instances_num=2)
     files = own_files(plan, "")
     controller = "mindie-motor-controller"
-    assert set(files[controller]) == {HEALER_SCRIPT, HEALER_CONFIG}
+    assert set(files[controller]) == {HEALER_SCRIPT, HEALER_RULE, HEALER_CONFIG}
     config = json.loads(files[controller][HEALER_CONFIG])
     assert config["coordinator"]["url"].endswith("/readiness") and config["settle"] == heal.DEFAULTS["settle"]
     assert config["instances_file"].endswith("/" + HEALER_INSTANCES)
     written = with_instances(files, plan)
     instances = json.loads(written[controller][HEALER_INSTANCES])
-    assert sorted(instances) == ["mindie-motor-p0", "mindie-motor-p1"]  # decode cannot make it ready
+    assert sorted(instances) == ["mindie-motor-d0", "mindie-motor-p0", "mindie-motor-p1"]
     assert all(t["url"].endswith("/status") for inst in instances.values() for t in inst["engines"])
+    pods = {pod: target for inst in instances.values() for pod, target in inst["pods"].items()}
+    engine_pods = sorted(c["name"] for c in plan["containers"] if c.get("tier") == 2)
+    assert sorted(pods) == engine_pods and all(t["node_manager"]["url"].endswith("/node-manager/status")
+                                               for t in pods.values())
     maps = {m["name"]: m for m in configmaps(plan["containers"], {}, written)}
     assert maps[controller]["prepend"] == {"boot.sh": HEALER_BLOCK}
     assert HEALER_INSTANCES in maps[controller]["files"]
-    assert all(m["prepend"].get("boot.sh") != HEALER_BLOCK for name, m in maps.items() if name != controller)
+    for pod in engine_pods:  # each engine pod watches itself: its own node manager and engines
+        config = json.loads(files[pod][HEALER_CONFIG])
+        assert config["pod"] == pod and config["settle"] == heal.POD_SETTLE
+        assert config["node_manager"] == pods[pod]["node_manager"] and config["engines"] == pods[pod]["engines"]
+        assert maps[pod]["prepend"]["boot.sh"].startswith(HEALER_BLOCK)
+    assert all(not m["prepend"] for name, m in maps.items() if name != controller and name not in engine_pods)
 
 
 def test_scaling_changes_the_instance_list_but_not_the_controller_hash():
@@ -156,7 +167,7 @@ def test_union_instances_of_a_hybrid_job_are_watched():
     plan = build_plan(normalize(user, json.loads((EXAMPLES / "seed_pd_hybrid" / "env.json").read_text())), HOSTS)
     controller = next(c["name"] for c in plan["containers"] if c["role"] == "controller")
     instances = json.loads(with_instances({}, plan)[controller][HEALER_INSTANCES])
-    assert [inst["role"] for inst in instances.values()] == ["union"]
+    assert {inst["role"] for inst in instances.values()} == {"union"}
 
 
 def test_get_json_reads_a_200_answer_and_gives_none_otherwise():
@@ -185,3 +196,68 @@ def test_get_json_reads_a_200_answer_and_gives_none_otherwise():
         server.shutdown()
         server.server_close()
     assert heal.get_json({"url": base + "/status", "tls": None}, timeout=1) is None  # refused
+
+
+class Pods:
+    """Node manager and engine answers, by URL: ``nm`` the node manager's (status, body), ``engine`` -1 (refused) or
+    an HTTP status."""
+
+    def __init__(self, nm=(200, {"status": True}), engine=-1):
+        self.nm, self.engine, self.coordinator_ready = nm, engine, True
+
+    def answer(self, target):
+        return self.nm if target["url"].endswith("/node-manager/status") else (self.engine, None)
+
+    def get(self, target):
+        return dict(NOT_READY, ready=self.coordinator_ready) if target["url"].endswith("/readiness") else None
+
+
+POD = {"node_manager": {"url": "http://h:3026/node-manager/status"}, "engines": [{"url": "http://h:9000/status"}]}
+
+
+def test_pod_verdict_is_the_readiness_waits_rule():
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import pod_verdict  # noqa: PLC0415
+
+    asked = []
+    assert pod_verdict(200, {"status": True}, lambda: asked.append(1) or False) == "stalled"
+    assert pod_verdict(200, {"status": True}, lambda: True) == "started"  # an engine answers
+    assert pod_verdict(200, {"status": False}, lambda: asked.append(2)) == "started"  # endpoints exist, not normal
+    assert pod_verdict(-1, None, lambda: asked.append(3)) == "unknown"
+    assert asked == [1]  # the engines are asked only when it matters
+
+
+def test_an_engine_pod_whose_start_command_never_came_ends_itself_after_its_settle(tmp_path, capsys):
+    pods, clock, acted = Pods(), [0.0], []
+    config = dict(POD, pod="job-p0-0", settle=heal.POD_SETTLE, state=str(tmp_path / "state.json"))
+    h = heal.Healer(config, clock=lambda: clock[0], act=lambda: acted.append(clock[0]), answer=pods.answer)
+    assert not h.step()
+    clock[0], pods.nm = 10.0, (-1, None)  # its node manager not up for a moment: neither resets nor acts
+    assert not h.step()
+    clock[0], pods.nm = float(heal.POD_SETTLE), (200, {"status": True})
+    assert h.step() and acted == [heal.POD_SETTLE]
+    line = capsys.readouterr().out
+    assert "restarting this engine pod job-p0-0" in line and "already registered" in line and "for 30 s" in line
+    h = heal.Healer(config, clock=lambda: clock[0], act=lambda: acted.append(clock[0]), answer=pods.answer)
+    pods.engine = 200  # the start command came: the engine answers
+    clock[0] = 200.0
+    assert not h.step() and acted == [heal.POD_SETTLE]
+
+
+def test_the_controller_restarts_for_a_pod_stalled_longer_than_the_pods_own_repair(tmp_path, capsys):
+    pods, clock, acted = Pods(), [0.0], []
+    instances = tmp_path / "instances.json"
+    instances.write_text(json.dumps({"job-p0": {"role": "prefill", "engines": POD["engines"],
+                                                "pods": {"job-p0-0": POD}}}))
+    config = {"coordinator": {"url": "http://c/readiness"}, "instances_file": str(instances),
+              "state": str(tmp_path / "state.json")}
+    h = heal.Healer(config, get=pods.get, clock=lambda: clock[0], act=lambda: acted.append(clock[0]),
+                    answer=pods.answer)
+    for clock[0] in (0.0, float(heal.POD_SETTLE), heal.CONTROLLER_POD_SETTLE - 1.0):
+        assert not h.step()
+    clock[0] = float(heal.CONTROLLER_POD_SETTLE)
+    assert h.step() and acted == [heal.CONTROLLER_POD_SETTLE]
+    line = capsys.readouterr().out
+    assert "restarting the controller container" in line and "pod job-p0-0" in line
+    pods.nm = (200, {"status": False})  # started: forgotten
+    clock[0] = 1000.0
+    assert not h.step() and h.stalled == {}
