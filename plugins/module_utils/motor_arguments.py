@@ -63,6 +63,13 @@ CONTAINER_OPTIONS = dict(
     log_options=dict(type="dict", default={}),
     group=dict(type="int"),
     restart=dict(type="bool", default=False),
+    healthcheck=dict(type="dict", options=dict(
+        test=dict(type="list", elements="str", required=True),
+        interval=dict(type="int", default=30),
+        timeout=dict(type="int", default=30),
+        retries=dict(type="int", default=3),
+        start_period=dict(type="int", default=0),
+    )),
 )
 
 CONTAINERS_ARGUMENT_SPEC = dict(

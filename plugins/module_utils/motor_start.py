@@ -42,6 +42,18 @@ def _device(spec):
     return {"PathOnHost": host, "PathInContainer": inside, "CgroupPermissions": perms}
 
 
+NANO = 1000000000
+
+
+def healthcheck_body(check):
+    """The create body's ``Healthcheck`` of a spec's ``healthcheck`` (seconds -> nanoseconds), None without one."""
+    if not check or not check.get("test"):
+        return None
+    return {"Test": list(check["test"]), "Interval": int(check.get("interval") or 0) * NANO,
+            "Timeout": int(check.get("timeout") or 0) * NANO, "Retries": int(check.get("retries") or 0),
+            "StartPeriod": int(check.get("start_period") or 0) * NANO}
+
+
 def create_body(spec):
     """The POST /containers/create body of one container spec (pure)."""
     host_config = {
@@ -78,6 +90,8 @@ def create_body(spec):
         body["StdinOnce"] = False
     if spec.get("command"):
         body["Cmd"] = list(spec["command"])
+    if healthcheck_body(spec.get("healthcheck")):  # docker ps shows (healthy) / (unhealthy)
+        body["Healthcheck"] = healthcheck_body(spec["healthcheck"])
     return body
 
 
@@ -138,6 +152,7 @@ def planned(spec):
         "memory": parse_bytes(spec["memory"]) if spec.get("memory") else 0,
         "cpuset_cpus": str(spec.get("cpuset_cpus") or ""),
         "restart_policy": spec.get("restart_policy") or "no",
+        "healthcheck": healthcheck_body(spec.get("healthcheck")),
         "state": "running",
     }
 
@@ -160,6 +175,7 @@ def observed(existing, image_env=()):
         "memory": host.get("Memory") or 0,
         "cpuset_cpus": host.get("CpusetCpus") or "",
         "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",
+        "healthcheck": config.get("Healthcheck"),
         "state": (existing.get("State") or {}).get("Status", ""),
     }
 

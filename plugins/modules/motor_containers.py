@@ -248,6 +248,34 @@ options:
             conductor).
         type: bool
         default: false
+      healthcheck:
+        description:
+          - Docker health check (C(docker ps) shows C(healthy) / C(unhealthy)); none when empty. The deploy gives
+            the controller and the coordinator upstream's liveness probe (C(reconcile/probes.py)).
+        type: dict
+        suboptions:
+          test:
+            description: The check, as Docker's C(Healthcheck.Test) (for example C(["CMD", "python3", "probe.py"])).
+            type: list
+            elements: str
+            required: true
+          interval:
+            description: Seconds between two checks.
+            type: int
+            default: 30
+          timeout:
+            description: Seconds after which a check counts as failed.
+            type: int
+            default: 30
+          retries:
+            description: Failed checks in a row that make the container unhealthy.
+            type: int
+            default: 3
+          start_period:
+            description: Seconds after the start during which a failed check does not count (the first success ends
+              it).
+            type: int
+            default: 0
 notes:
   - Runs on the Docker host (or reaches it through O(docker_host)).
 seealso:

@@ -27,6 +27,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import HEALER_BLOCK, HEALER_SCRIPT, healer_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.probes import healthcheck, probe_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.runtime import runtime_options, runtime_volumes
 
 
@@ -86,6 +87,7 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
         "log_driver": "json-file",
         "log_options": {"max-size": str(settings["log_max_size"]), "max-file": str(settings["log_max_file"])},
         "group": container["tier"],  # containers of one tier start together on their host
+        "healthcheck": healthcheck(container),  # upstream's liveness/startup probes (reconcile/probes.py)
         "labels": {
             JOB_LABEL: settings["job_id"],
             ROLE_LABEL: container["role"],
@@ -136,6 +138,8 @@ def own_files(plan: dict, watcher_script: str) -> dict:
                 config["metrics"] = {"host": c["ip"], "port": c["port_map"]["metrics"]}
             out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(config)}
     out.update(healer_files(plan))  # the controller's healer (reconcile/healer.py)
+    for name, texts in probe_files(plan).items():  # the Docker health checks' probe (reconcile/probes.py)
+        out[name] = dict(out.get(name) or {}, **texts)
     return out
 
 
