@@ -55,6 +55,8 @@ CONTAINER_OPTIONS = dict(
     shm_size=dict(type="str"),
     cap_add=dict(type="list", elements="str", default=[]),
     security_opt=dict(type="list", elements="str", default=[]),
+    cap_drop=dict(type="list", elements="str", default=[]),
+    read_only=dict(type="bool", default=False),
     memory=dict(type="str"),
     cpuset_cpus=dict(type="str"),
     labels=dict(type="dict", default={}),

@@ -73,6 +73,10 @@ def create_body(spec):
         host_config["CapAdd"] = list(spec["cap_add"])
     if spec.get("security_opt"):
         host_config["SecurityOpt"] = list(spec["security_opt"])
+    if spec.get("cap_drop"):
+        host_config["CapDrop"] = list(spec["cap_drop"])
+    if spec.get("read_only"):
+        host_config["ReadonlyRootfs"] = True
     if spec.get("memory"):
         host_config["Memory"] = parse_bytes(spec["memory"])
     if spec.get("cpuset_cpus"):
@@ -149,6 +153,8 @@ def planned(spec):
         "shm_size": parse_bytes(spec["shm_size"]) if spec.get("shm_size") else 0,
         "cap_add": list(spec.get("cap_add") or []),
         "security_opt": list(spec.get("security_opt") or []),
+        "cap_drop": list(spec.get("cap_drop") or []),
+        "read_only": bool(spec.get("read_only")),
         "memory": parse_bytes(spec["memory"]) if spec.get("memory") else 0,
         "cpuset_cpus": str(spec.get("cpuset_cpus") or ""),
         "restart_policy": spec.get("restart_policy") or "no",
@@ -172,6 +178,8 @@ def observed(existing, image_env=()):
         "shm_size": host.get("ShmSize") or 0,
         "cap_add": list(host.get("CapAdd") or []),
         "security_opt": list(host.get("SecurityOpt") or []),
+        "cap_drop": list(host.get("CapDrop") or []),
+        "read_only": bool(host.get("ReadonlyRootfs")),
         "memory": host.get("Memory") or 0,
         "cpuset_cpus": host.get("CpusetCpus") or "",
         "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",

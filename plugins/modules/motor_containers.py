@@ -207,6 +207,15 @@ options:
         type: list
         elements: str
         default: []
+      cap_drop:
+        description: Capabilities dropped from Docker's default set (for example C(ALL)).
+        type: list
+        elements: str
+        default: []
+      read_only:
+        description: Mount the container's root filesystem read-only.
+        type: bool
+        default: false
       memory:
         description: Memory limit (for example C(256g)); none when empty.
         type: str
