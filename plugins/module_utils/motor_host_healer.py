@@ -64,7 +64,11 @@ def view(inspection, seen_healthy):
         "health": health.get("Status"),
         "started_at": _epoch(state.get("StartedAt")),
         "start_period": (config.get("StartPeriod") or 0) / 1e9,
-        "was_healthy": health.get("Status") == "healthy" or seen_healthy.get(name) == state.get("StartedAt"),
+        # healthy once since this start (a success ends Docker's start period): seen by the healer, or in Docker's
+        # log of the last 5 checks
+        "was_healthy": health.get("Status") == "healthy" or seen_healthy.get(name) == state.get("StartedAt") or any(
+            entry.get("ExitCode") == 0 and _epoch(entry.get("Start")) >= _epoch(state.get("StartedAt"))
+            for entry in logs),
         "probe_output": str((logs[-1] if logs else {}).get("Output") or "").strip()[-200:],
         "error": state.get("Error") or "",
         "devices": [d.get("PathOnHost", "") for d in (inspection.get("HostConfig") or {}).get("Devices") or []],

@@ -81,6 +81,11 @@ def test_view_reads_dockers_inspection():
     assert got["was_healthy"] is True and got["probe_output"] == "not alive: x" and got["devices"] == ["/dev/davinci3"]
     assert abs(got["started_at"] - 1800000000.123456) < 1e-3
     assert mh.view(inspection, {})["was_healthy"] is False
+    # a success in Docker's log since this start counts too (the healer may not have looked in between)
+    inspection["State"]["Health"]["Log"].insert(0, {"ExitCode": 0, "Start": "2027-01-15T08:00:10.5Z"})
+    assert mh.view(inspection, {})["was_healthy"] is True
+    inspection["State"]["Health"]["Log"][0]["Start"] = "2027-01-15T07:59:00Z"  # before this start: not
+    assert mh.view(inspection, {})["was_healthy"] is False
 
 
 class FakeDocker:
