@@ -10,7 +10,8 @@ host only. Every ``interval`` seconds it inspects them and ``decide`` says what 
 
 - ``restart`` a container Docker reports ``unhealthy`` (the health checks from upstream's probes,
   ``reconcile/probes.py``), never one still in its start period (upstream's startup grace: less than
-  ``StartPeriod`` since it started and never healthy since), with backoff per container: 30, 60, 120, 300 s after
+  ``StartPeriod`` since it started and never healthy since; a paused one too: Docker's restart kills and thaws it),
+  with backoff per container: 30, 60, 120, 300 s after
   its 1st, 2nd, 3rd, 4th+ restart of the last hour (an hour with no restart starts again at 30 s);
 - ``start`` a container whose last start failed because a device it maps was missing (``/dev/davinci*`` after an
   engine-host reboot, before the Ascend driver made them: Docker's restart policy does not retry a failed start),
@@ -25,6 +26,7 @@ Usage: ``python3 motor_host_healer.py <host_healer.json>``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -33,8 +35,10 @@ from datetime import datetime, timezone
 
 try:
     from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerClient, DockerError, DockerUnavailable
-except ImportError:  # in the healer container: motor_docker.py next to this file
-    from motor_docker import DockerClient, DockerError, DockerUnavailable  # type: ignore[no-redef]
+except ImportError:  # in the healer container: the collection's motor_docker.py next to this file
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    _docker = importlib.import_module("motor_docker")
+    DockerClient, DockerError, DockerUnavailable = _docker.DockerClient, _docker.DockerError, _docker.DockerUnavailable
 
 BACKOFF = (30, 60, 120, 300)
 HOUR = 3600
@@ -133,13 +137,12 @@ def _save(path, state):
 
 
 def act(client, action, name):
+    """Docker's restart stops (SIGTERM, SIGKILL after 10 s; a paused container is killed and thawed by Docker, so it
+    never serves again in between) and starts the container."""
     if action == "restart":
-        inspection = client.inspect_container(name) or {}
-        if (inspection.get("State") or {}).get("Paused"):  # a frozen container: thaw it, then restart it
-            client.post("/containers/{0}/unpause", name)
-        client.post("/containers/{0}/restart", name, params={"t": "10"}, timeout=60)
+        client.post("/containers/{0}/restart", name, params={"t": "10"}, timeout=120)
     else:
-        client.post("/containers/{0}/start", name)
+        client.post("/containers/{0}/start", name, timeout=120)
 
 
 def round_once(client, config, state, now):
@@ -160,13 +163,15 @@ def round_once(client, config, state, now):
     for action, name, why in decide(views, history, present_devices(views, config["host_dev"]), now):
         times = [t for t in history.get(name) or [] if now - t < HOUR] + [now]
         history[name] = times
+        text = line(action, name, why, len(times), now)
+        print(text, flush=True)  # before the action: the line says when it began
+        lines.append(text)
         try:
             act(client, action, name)
-            text = line(action, name, why, len(times), now)
         except (DockerError, DockerUnavailable) as exc:
-            text = line("failed to " + action, name, "%s; Docker said: %s" % (why, exc), len(times), now)
-        print(text, flush=True)
-        lines.append(text)
+            text = line("failed to " + action, name, "Docker said: %s" % exc, len(times), now)
+            print(text, flush=True)
+            lines.append(text)
     state["actions"] = ((state.get("actions") or []) + lines)[-config["keep"]:]
     return lines
 

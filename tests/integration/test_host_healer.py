@@ -98,15 +98,23 @@ def test_docker_ps_shows_the_health_of_the_controller_and_the_coordinator(cluste
 def test_frozen_coordinator_is_restarted_by_the_hosts_healer_without_a_command(cluster):
     assert serving(cluster), "the deployed job does not serve"
     healer = f"{JOB}-healer-{cluster['ctl']}"
+    started = f"docker inspect -f '{{{{.State.StartedAt}}}}' {JOB}-coordinator"
+    before = simctl.host_exec(cluster["ctl"], started)[1].strip()
     rc, out = simctl.host_exec(cluster["ctl"], f"docker pause {JOB}-coordinator")
     assert rc == 0, out
     start = time.monotonic()
-    wait_for(lambda: serving(cluster), timeout=HEAL_WITHIN, interval=2,
+    time.sleep(3)
+    assert not serving(cluster), "the frozen coordinator still serves: nothing to heal"
+
+    def healed():
+        restarted = simctl.host_exec(cluster["ctl"], started)[1].strip() != before
+        return restarted and serving(cluster)
+    wait_for(healed, timeout=HEAL_WITHIN, interval=2,
              what=f"the frozen coordinator restarted, ready and answering chat within {HEAL_WITHIN} s")
     took = time.monotonic() - start
     _, logs = simctl.host_exec(cluster["ctl"], f"docker logs {healer} 2>&1")
     actions = [line for line in logs.splitlines() if f"motor-host-healer: restart {JOB}-coordinator" in line]
-    assert len(actions) == 1, logs[-3000:]
+    assert len(actions) == 1 and "unhealthy" in actions[0], logs[-3000:]
     print(f"frozen coordinator healed in {took:.0f} s: {actions[0]}")
 
 
