@@ -73,7 +73,8 @@ def view(inspection, seen_healthy):
         "was_healthy": health.get("Status") == "healthy" or seen_healthy.get(name) == state.get("StartedAt") or any(
             entry.get("ExitCode") == 0 and _epoch(entry.get("Start")) >= _epoch(state.get("StartedAt"))
             for entry in logs),
-        "probe_output": str((logs[-1] if logs else {}).get("Output") or "").strip()[-200:],
+        # the last failed check's output (a paused container's checks do not run: Docker marks it unhealthy at once)
+        "probe_output": next((str(e.get("Output") or "").strip()[-200:] for e in reversed(logs) if e.get("ExitCode")), ""),
         "error": state.get("Error") or "",
         "devices": [d.get("PathOnHost", "") for d in (inspection.get("HostConfig") or {}).get("Devices") or []],
     }
@@ -98,7 +99,8 @@ def decide(containers, history, present, now):
         if c["health"] == "unhealthy" and c["status"] in ("running", "paused"):
             in_grace = not c["was_healthy"] and now - c["started_at"] < c["start_period"]
             if not in_grace:
-                why = "Docker reports it unhealthy%s" % (": " + c["probe_output"] if c["probe_output"] else "")
+                why = "Docker reports it unhealthy%s%s" % (" while paused" if c["status"] == "paused" else "",
+                                                         ": " + c["probe_output"] if c["probe_output"] else "")
             action = "restart"
         elif c["status"] in ("exited", "created") and c["error"] and any(d in c["error"] for d in c["devices"]):
             missing = [d for d in c["devices"] if d not in present]

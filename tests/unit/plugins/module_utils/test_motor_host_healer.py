@@ -79,6 +79,8 @@ def test_view_reads_dockers_inspection():
     got = mh.view(inspection, seen)
     assert got["status"] == "paused" and got["health"] == "unhealthy" and got["start_period"] == 1000
     assert got["was_healthy"] is True and got["probe_output"] == "not alive: x" and got["devices"] == ["/dev/davinci3"]
+    assert mh.decide([dict(got, started_at=NOW - 2000)], {}, set(), NOW)[0][2] == (
+        "Docker reports it unhealthy while paused: not alive: x")
     assert abs(got["started_at"] - 1800000000.123456) < 1e-3
     assert mh.view(inspection, {})["was_healthy"] is False
     # a success in Docker's log since this start counts too (the healer may not have looked in between)
