@@ -49,7 +49,7 @@ def _epoch(stamp):
     """Docker's RFC 3339 time (nanoseconds, Z) in seconds since the epoch; 0 for Docker's zero time."""
     if not stamp or stamp.startswith("0001-"):
         return 0.0
-    base, _, frac = stamp.rstrip("Z").partition(".")
+    base, _dot, frac = stamp.rstrip("Z").partition(".")
     return datetime.strptime(base[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp() + float(
         "0." + (frac[:6] or "0"))
 
@@ -118,6 +118,13 @@ def present_devices(containers, host_dev):
     return {d for d in paths if d.startswith("/dev/") and os.path.exists(host_dev + d[len("/dev"):])}
 
 
+def say(text, stream=None):
+    """One line to stdout (or ``stream``), flushed: what ``docker logs`` shows."""
+    stream = stream or sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
 def line(action, name, why, count, now):
     stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return "%s motor-host-healer: %s %s (%s; action %d in the last hour)" % (stamp, action, name, why, count)
@@ -166,13 +173,13 @@ def round_once(client, config, state, now):
         times = [t for t in history.get(name) or [] if now - t < HOUR] + [now]
         history[name] = times
         text = line(action, name, why, len(times), now)
-        print(text, flush=True)  # before the action: the line says when it began
+        say(text)  # before the action: the line says when it began
         lines.append(text)
         try:
             act(client, action, name)
         except (DockerError, DockerUnavailable) as exc:
             text = line("failed to " + action, name, "Docker said: %s" % exc, len(times), now)
-            print(text, flush=True)
+            say(text)
             lines.append(text)
     state["actions"] = ((state.get("actions") or []) + lines)[-config["keep"]:]
     return lines
@@ -180,22 +187,22 @@ def round_once(client, config, state, now):
 
 def main(argv):
     if len(argv) != 2:
-        print("usage: motor_host_healer.py <host_healer.json>", file=sys.stderr)
+        say("usage: motor_host_healer.py <host_healer.json>", sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8") as handle:
         config = dict(DEFAULTS, **json.load(handle))
     client = DockerClient(config.get("docker_host") or "unix:///var/run/docker.sock")
     state = _load(config["state"])
-    print("%s motor-host-healer: watching the containers of job %s on this host" % (
-        datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), config["job_id"]), flush=True)
+    say("%s motor-host-healer: watching the containers of job %s on this host" % (
+        datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), config["job_id"]))
     while True:
         try:
             if round_once(client, config, state, time.time()):
                 _save(config["state"], state)
         except (DockerError, DockerUnavailable, OSError) as exc:
-            print("motor-host-healer: round skipped: %s" % exc, file=sys.stderr, flush=True)
+            say("motor-host-healer: round skipped: %s" % exc, sys.stderr)
         time.sleep(config["interval"])
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    raise SystemExit(main(sys.argv))
