@@ -55,6 +55,8 @@ CONTAINER_OPTIONS = dict(
     shm_size=dict(type="str"),
     cap_add=dict(type="list", elements="str", default=[]),
     security_opt=dict(type="list", elements="str", default=[]),
+    cap_drop=dict(type="list", elements="str", default=[]),
+    read_only=dict(type="bool", default=False),
     memory=dict(type="str"),
     cpuset_cpus=dict(type="str"),
     labels=dict(type="dict", default={}),
@@ -63,6 +65,13 @@ CONTAINER_OPTIONS = dict(
     log_options=dict(type="dict", default={}),
     group=dict(type="int"),
     restart=dict(type="bool", default=False),
+    healthcheck=dict(type="dict", options=dict(
+        test=dict(type="list", elements="str", required=True),
+        interval=dict(type="int", default=30),
+        timeout=dict(type="int", default=30),
+        retries=dict(type="int", default=3),
+        start_period=dict(type="int", default=0),
+    )),
 )
 
 CONTAINERS_ARGUMENT_SPEC = dict(

@@ -42,6 +42,18 @@ def _device(spec):
     return {"PathOnHost": host, "PathInContainer": inside, "CgroupPermissions": perms}
 
 
+NANO = 1000000000
+
+
+def healthcheck_body(check):
+    """The create body's ``Healthcheck`` of a spec's ``healthcheck`` (seconds -> nanoseconds), None without one."""
+    if not check or not check.get("test"):
+        return None
+    return {"Test": list(check["test"]), "Interval": int(check.get("interval") or 0) * NANO,
+            "Timeout": int(check.get("timeout") or 0) * NANO, "Retries": int(check.get("retries") or 0),
+            "StartPeriod": int(check.get("start_period") or 0) * NANO}
+
+
 def create_body(spec):
     """The POST /containers/create body of one container spec (pure)."""
     host_config = {
@@ -61,6 +73,10 @@ def create_body(spec):
         host_config["CapAdd"] = list(spec["cap_add"])
     if spec.get("security_opt"):
         host_config["SecurityOpt"] = list(spec["security_opt"])
+    if spec.get("cap_drop"):
+        host_config["CapDrop"] = list(spec["cap_drop"])
+    if spec.get("read_only"):
+        host_config["ReadonlyRootfs"] = True
     if spec.get("memory"):
         host_config["Memory"] = parse_bytes(spec["memory"])
     if spec.get("cpuset_cpus"):
@@ -78,6 +94,8 @@ def create_body(spec):
         body["StdinOnce"] = False
     if spec.get("command"):
         body["Cmd"] = list(spec["command"])
+    if healthcheck_body(spec.get("healthcheck")):  # docker ps shows (healthy) / (unhealthy)
+        body["Healthcheck"] = healthcheck_body(spec["healthcheck"])
     return body
 
 
@@ -135,9 +153,12 @@ def planned(spec):
         "shm_size": parse_bytes(spec["shm_size"]) if spec.get("shm_size") else 0,
         "cap_add": list(spec.get("cap_add") or []),
         "security_opt": list(spec.get("security_opt") or []),
+        "cap_drop": list(spec.get("cap_drop") or []),
+        "read_only": bool(spec.get("read_only")),
         "memory": parse_bytes(spec["memory"]) if spec.get("memory") else 0,
         "cpuset_cpus": str(spec.get("cpuset_cpus") or ""),
         "restart_policy": spec.get("restart_policy") or "no",
+        "healthcheck": healthcheck_body(spec.get("healthcheck")),
         "state": "running",
     }
 
@@ -157,9 +178,12 @@ def observed(existing, image_env=()):
         "shm_size": host.get("ShmSize") or 0,
         "cap_add": list(host.get("CapAdd") or []),
         "security_opt": list(host.get("SecurityOpt") or []),
+        "cap_drop": list(host.get("CapDrop") or []),
+        "read_only": bool(host.get("ReadonlyRootfs")),
         "memory": host.get("Memory") or 0,
         "cpuset_cpus": host.get("CpusetCpus") or "",
         "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",
+        "healthcheck": config.get("Healthcheck"),
         "state": (existing.get("State") or {}).get("Status", ""),
     }
 

@@ -207,6 +207,15 @@ options:
         type: list
         elements: str
         default: []
+      cap_drop:
+        description: Capabilities dropped from Docker's default set (for example C(ALL)).
+        type: list
+        elements: str
+        default: []
+      read_only:
+        description: Mount the container's root filesystem read-only.
+        type: bool
+        default: false
       memory:
         description: Memory limit (for example C(256g)); none when empty.
         type: str
@@ -248,6 +257,34 @@ options:
             conductor).
         type: bool
         default: false
+      healthcheck:
+        description:
+          - Docker health check (C(docker ps) shows C(healthy) / C(unhealthy)); none when empty. The deploy gives
+            the controller and the coordinator upstream's liveness probe (C(reconcile/probes.py)).
+        type: dict
+        suboptions:
+          test:
+            description: The check, as Docker's C(Healthcheck.Test) (for example C(["CMD", "python3", "probe.py"])).
+            type: list
+            elements: str
+            required: true
+          interval:
+            description: Seconds between two checks.
+            type: int
+            default: 30
+          timeout:
+            description: Seconds after which a check counts as failed.
+            type: int
+            default: 30
+          retries:
+            description: Failed checks in a row that make the container unhealthy.
+            type: int
+            default: 3
+          start_period:
+            description: Seconds after the start during which a failed check does not count (the first success ends
+              it).
+            type: int
+            default: 0
 notes:
   - Runs on the Docker host (or reaches it through O(docker_host)).
 seealso:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -52,3 +53,12 @@ def recap_changed(output: str) -> int:
         if "changed=" in line and "ok=" in line:
             total += int(line.split("changed=")[1].split()[0])
     return total
+
+
+def deployed_containers(plan: dict) -> dict[str, str]:
+    """{container name: host} of what a deploy of ``plan`` runs: the plan's containers and one
+    ``<job_id>-healer-<host>`` per host (the per-host healer the decide step adds, plan/healer.py)."""
+    out = {c["name"]: c["host"] for c in plan["containers"]}
+    for host in {c["host"] for c in plan["containers"]}:
+        out["%s-healer-%s" % (plan["job_id"], re.sub(r"[^a-zA-Z0-9_.-]", "-", host))] = host
+    return out

@@ -30,7 +30,7 @@ from fault_support import (
     playbook_argv,
     write_config,
 )
-from support import ansible_env, recap_changed, wait_for
+from support import ansible_env, deployed_containers, recap_changed, wait_for
 
 PREFIX = "pymotor-fault" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts, e.g. "-strict"
 JOB = "fault-job"
@@ -67,7 +67,7 @@ def assert_converged(cluster) -> dict[str, str]:
     """Every planned container exists exactly once, on its planned host, running; no other container of the job
     (labelled or merely named like one) exists. Returns {name: container id}."""
     plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
-    where = {c["name"]: c["host"] for c in plan["containers"]}
+    where = deployed_containers(plan)  # with the per-host healers
     found = job_containers(cluster["hosts"], JOB)
     names = [name for _, name, _ in found]
     assert sorted(names) == sorted(where), f"containers {sorted(names)} != plan {sorted(where)}"

@@ -34,6 +34,7 @@ import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import with_needs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
@@ -279,6 +280,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     ``overrides``: host -> its own values of those variables; ``options``: ``startup_cache``,
     ``startup_in_image``, ``ready_timeout``, ``port_timeout``, ``watcher_script`` (the KV watcher's code),
     ``registrations`` (the conductor's ``GET /services`` answer, or None: a re-run repairs what it lost)."""
+    plan = with_host_healers(plan)  # one healer container per host (plan/healer.py)
     judged = judge_hosts(plan, hosts, probes, settings, overrides)
     containers = plan.get("containers") or []
     decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "warnings": judged["warnings"],

@@ -26,7 +26,9 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import HEALER_BLOCK, HEALER_SCRIPT, healer_files
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.host_healer import host_healer_files, host_healer_options
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.probes import healthcheck, probe_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.runtime import runtime_options, runtime_volumes
 
 
@@ -66,6 +68,12 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     volumes += list(settings.get("extra_volumes") or [])
     volumes += runtime_volumes(container, settings)
     plain_env, secret_env = split_env(env)
+    options = runtime_options(container, settings)
+    healer = host_healer_options(container)  # the per-host healer: the Docker socket, no capability (host_healer.py)
+    volumes += healer.pop("volumes", [])
+    if healer:
+        healer["security_opt"] = options.get("security_opt", []) + healer["security_opt"]
+        options.update(healer)
     return {
         "name": name,
         "image": settings["image"],
@@ -81,11 +89,12 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
         "volumes": volumes,
         "ipc_mode": container.get("ipc_mode") or None,
         "shm_size": container.get("shm_size") or None,
-        **runtime_options(container, settings),
+        **options,
         "restart_policy": settings["restart_policy"],
         "log_driver": "json-file",
         "log_options": {"max-size": str(settings["log_max_size"]), "max-file": str(settings["log_max_file"])},
         "group": container["tier"],  # containers of one tier start together on their host
+        "healthcheck": healthcheck(container),  # upstream's liveness/startup probes (reconcile/probes.py)
         "labels": {
             JOB_LABEL: settings["job_id"],
             ROLE_LABEL: container["role"],
@@ -136,6 +145,9 @@ def own_files(plan: dict, watcher_script: str) -> dict:
                 config["metrics"] = {"host": c["ip"], "port": c["port_map"]["metrics"]}
             out[c["name"]] = {WATCHER_SCRIPT: watcher_script, WATCHER_CONFIG: nice_json(config)}
     out.update(healer_files(plan))  # the controller's healer (reconcile/healer.py)
+    for name, texts in probe_files(plan).items():  # the Docker health checks' probe (reconcile/probes.py)
+        out[name] = dict(out.get(name) or {}, **texts)
+    out.update(host_healer_files(plan))  # the per-host healers (reconcile/host_healer.py)
     return out
 
 

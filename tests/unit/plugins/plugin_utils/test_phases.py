@@ -23,6 +23,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.bundle import host_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import host_view, pymotor_hosts, unread_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import model_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import decide
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.report import deploy_summary, unfinished_hosts
@@ -56,7 +57,8 @@ def seed(job_id=None):
 
 @pytest.fixture(scope="module")
 def plan():
-    return build_plan(normalize(*seed()), HOSTS)
+    # with the per-host healers the decide step adds (plan/healer.py), so the converged states below list them
+    return with_host_healers(build_plan(normalize(*seed()), HOSTS))
 
 
 def healthy(plan, host, containers=()):
@@ -133,11 +135,14 @@ def test_decision_gives_every_host_one_run_per_step_with_work(plan):
     probes = {"h1": healthy(plan, "h1"), "ctl": healthy(plan, "ctl")}
     decision = decide(plan, ["h1", "ctl"], probes, SETTINGS, {}, OPTIONS)
     assert decision["problems"] == []
-    assert [s["tiers"] for s in decision["steps"]] == [[0, 1], [2]]
+    assert [s["tiers"] for s in decision["steps"]] == [[0, 1], [2], [3]]  # 3: the per-host healers
     ctl, h1 = decision["work"]["ctl"]["steps"], decision["work"]["h1"]["steps"]
     assert ctl[1] is None and h1[0] is None  # no run where a host has nothing to render or start
     assert "configmap" in ctl[0] and "configmap" in h1[1]  # each host renders in its first run
-    assert {c["name"] for c in ctl[0]["containers"]} == {c["name"] for c in plan["containers"] if c["host"] == "ctl"}
+    assert {c["name"] for c in ctl[0]["containers"]} == {c["name"] for c in plan["containers"]
+                                                          if c["host"] == "ctl" and c["tier"] < 2}
+    assert [c["name"] for c in ctl[2]["containers"]] == ["mindie-motor-healer-ctl"]
+    assert [c["name"] for c in h1[2]["containers"]] == ["mindie-motor-healer-h1"]
     assert len(h1[1]["containers"]) == 2 and h1[1]["containers"][0]["image"] == "local/pymotor:1"
     assert h1[1]["configmap"]["startup_dir"] == "/var/cache/pymotor/startup/sha256-img"
     names = [c["name"] for c in decision["readiness"]]

@@ -1,0 +1,208 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The per-host healer of a pymotor.ascend job (standard library and motor_docker.py only; no Ansible import).
+
+It runs in the job's ``<job_id>-healer-<host>`` container on every host of the job (``reconcile/host_healer.py``),
+with that host's Docker unix socket bind-mounted and nothing listening, and heals the job's containers of its own
+host only. Every ``interval`` seconds it inspects them and ``decide`` says what to do:
+
+- ``restart`` a container Docker reports ``unhealthy`` (the health checks from upstream's probes,
+  ``reconcile/probes.py``), never one still in its start period (upstream's startup grace: less than
+  ``StartPeriod`` since it started and never healthy since; a paused one too: Docker's restart kills and thaws it),
+  with backoff per container: 30, 60, 120, 300 s after
+  its 1st, 2nd, 3rd, 4th+ restart of the last hour (an hour with no restart starts again at 30 s);
+- ``start`` a container whose last start failed because a device it maps was missing (``/dev/davinci*`` after an
+  engine-host reboot, before the Ascend driver made them: Docker's restart policy does not retry a failed start),
+  once every device it maps exists on the host (the host's ``/dev``, read-only at ``/host/dev``), with the same
+  backoff. A container stopped on purpose (``docker stop``, ``stop.yml``) has no start error: left alone.
+
+Each action is one line on stdout (``docker logs``) and in the state file in the container's log directory (on the
+host): ``<UTC time> motor-host-healer: <action> <container> (<why>; action n in the last hour)``.
+
+Usage: ``python3 motor_host_healer.py <host_healer.json>``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+try:
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerClient, DockerError, DockerUnavailable
+except ImportError:  # in the healer container: the collection's motor_docker.py next to this file
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    _docker = importlib.import_module("motor_docker")
+    DockerClient, DockerError, DockerUnavailable = _docker.DockerClient, _docker.DockerError, _docker.DockerUnavailable
+
+BACKOFF = (30, 60, 120, 300)
+HOUR = 3600
+DEFAULTS = {"interval": 5, "host_dev": "/host/dev", "keep": 50}
+
+
+def _epoch(stamp):
+    """Docker's RFC 3339 time (nanoseconds, Z) in seconds since the epoch; 0 for Docker's zero time."""
+    if not stamp or stamp.startswith("0001-"):
+        return 0.0
+    base, _dot, frac = stamp.rstrip("Z").partition(".")
+    return datetime.strptime(base[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp() + float(
+        "0." + (frac[:6] or "0"))
+
+
+def view(inspection, seen_healthy):
+    """What ``decide`` reads of one container's inspection. ``seen_healthy``: {name: StartedAt} of the containers the
+    healer saw healthy since that start."""
+    state = inspection.get("State") or {}
+    health = state.get("Health") or {}
+    config = (inspection.get("Config") or {}).get("Healthcheck") or {}
+    name = inspection.get("Name", "").lstrip("/")
+    logs = health.get("Log") or []
+    return {
+        "name": name,
+        "status": "paused" if state.get("Paused") else state.get("Status", ""),
+        "health": health.get("Status"),
+        "started_at": _epoch(state.get("StartedAt")),
+        "start_period": (config.get("StartPeriod") or 0) / 1e9,
+        # healthy once since this start (a success ends Docker's start period): seen by the healer, or in Docker's
+        # log of the last 5 checks
+        "was_healthy": health.get("Status") == "healthy" or seen_healthy.get(name) == state.get("StartedAt") or any(
+            entry.get("ExitCode") == 0 and _epoch(entry.get("Start")) >= _epoch(state.get("StartedAt"))
+            for entry in logs),
+        # the last failed check's output (a paused container's checks do not run: Docker marks it unhealthy at once)
+        "probe_output": next((str(e.get("Output") or "").strip()[-200:] for e in reversed(logs) if e.get("ExitCode")), ""),
+        "error": state.get("Error") or "",
+        "devices": [d.get("PathOnHost", "") for d in (inspection.get("HostConfig") or {}).get("Devices") or []],
+    }
+
+
+def next_allowed(times, now):
+    """When a container may be acted on again: BACKOFF[n-1] s after the last of its n actions of the last hour."""
+    recent = sorted(t for t in times if now - t < HOUR)
+    if not recent:
+        return 0.0
+    return recent[-1] + BACKOFF[min(len(recent), len(BACKOFF)) - 1]
+
+
+def decide(containers, history, present, now):
+    """The actions now: ``[(action, name, why)]``, ``action`` ``restart`` or ``start``.
+
+    ``containers``: ``view`` dicts; ``history``: {name: [times of past actions]}; ``present``: the device paths that
+    exist on the host."""
+    out = []
+    for c in containers:
+        why = None
+        if c["health"] == "unhealthy" and c["status"] in ("running", "paused"):
+            in_grace = not c["was_healthy"] and now - c["started_at"] < c["start_period"]
+            if not in_grace:
+                why = "Docker reports it unhealthy%s%s" % (" while paused" if c["status"] == "paused" else "",
+                                                         ": " + c["probe_output"] if c["probe_output"] else "")
+            action = "restart"
+        elif c["status"] in ("exited", "created") and c["error"] and any(d in c["error"] for d in c["devices"]):
+            missing = [d for d in c["devices"] if d not in present]
+            if not missing:
+                why = "its last start failed (%s) and its devices exist now" % c["error"][:160]
+            action = "start"
+        if why and now >= next_allowed(history.get(c["name"]) or [], now):
+            out.append((action, c["name"], why))
+    return out
+
+
+def present_devices(containers, host_dev):
+    """The device paths the containers map that exist under the host's /dev (mounted at ``host_dev``)."""
+    paths = {d for c in containers for d in c["devices"]}
+    return {d for d in paths if d.startswith("/dev/") and os.path.exists(host_dev + d[len("/dev"):])}
+
+
+def say(text, stream=None):
+    """One line to stdout (or ``stream``), flushed: what ``docker logs`` shows."""
+    stream = stream or sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def line(action, name, why, count, now):
+    stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "%s motor-host-healer: %s %s (%s; action %d in the last hour)" % (stamp, action, name, why, count)
+
+
+def _load(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(path, state):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def act(client, action, name):
+    """Docker's restart stops (SIGTERM, SIGKILL after 10 s; a paused container is killed and thawed by Docker, so it
+    never serves again in between) and starts the container."""
+    if action == "restart":
+        client.post("/containers/{0}/restart", name, params={"t": "10"}, timeout=120)
+    else:
+        client.post("/containers/{0}/start", name, timeout=120)
+
+
+def round_once(client, config, state, now):
+    """One round: inspect the job's containers of this host, act, record. Returns the log lines written."""
+    seen = state.setdefault("seen_healthy", {})
+    history = state.setdefault("history", {})
+    views = []
+    for summary in client.job_containers(config["job_id"]):
+        name = (summary.get("Names") or ["/?"])[0].lstrip("/")
+        if name == config["self"]:
+            continue
+        inspection = client.inspect_container(name)
+        if inspection:
+            if ((inspection.get("State") or {}).get("Health") or {}).get("Status") == "healthy":
+                seen[name] = inspection["State"].get("StartedAt")
+            views.append(view(inspection, seen))
+    lines = []
+    for action, name, why in decide(views, history, present_devices(views, config["host_dev"]), now):
+        times = [t for t in history.get(name) or [] if now - t < HOUR] + [now]
+        history[name] = times
+        text = line(action, name, why, len(times), now)
+        say(text)  # before the action: the line says when it began
+        lines.append(text)
+        try:
+            act(client, action, name)
+        except (DockerError, DockerUnavailable) as exc:
+            text = line("failed to " + action, name, "Docker said: %s" % exc, len(times), now)
+            say(text)
+            lines.append(text)
+    state["actions"] = ((state.get("actions") or []) + lines)[-config["keep"]:]
+    return lines
+
+
+def main(argv):
+    if len(argv) != 2:
+        say("usage: motor_host_healer.py <host_healer.json>", sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8") as handle:
+        config = dict(DEFAULTS, **json.load(handle))
+    client = DockerClient(config.get("docker_host") or "unix:///var/run/docker.sock")
+    state = _load(config["state"])
+    say("%s motor-host-healer: watching the containers of job %s on this host" % (
+        datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), config["job_id"]))
+    while True:
+        try:
+            if round_once(client, config, state, time.time()):
+                _save(config["state"], state)
+        except (DockerError, DockerUnavailable, OSError) as exc:
+            say("motor-host-healer: round skipped: %s" % exc, sys.stderr)
+        time.sleep(config["interval"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,125 @@
+"""The per-host healer and the Docker health checks on the stand-in cluster (seed_pd_separation on a simulated A2
+engine host and a control host, prefix pymotor-hhealer + MOTOR_SIM_PREFIX_SUFFIX): ``docker ps`` shows the health of
+the controller and the coordinator; a frozen coordinator (``docker pause`` in the control host's Docker) is restarted
+by the control host's ``<job>-healer-<host>`` with no command run, and the job serves again; a deploy re-run then
+changes nothing and ``status.yml`` shows the healer's action.
+
+The tests run in file order on one cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import simctl
+from fault_support import REPO
+from support import playbook, recap_changed, wait_for
+
+PREFIX = "pymotor-hhealer" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
+JOB = "hheal-job"
+IMAGE = "local/pymotor-hhealer:test"
+FAST = ("-e", "motor_service_ready_timeout=240", "-e", "motor_service_ready_delay=1")
+HEAL_WITHIN = 120
+
+pytestmark = pytest.mark.docker
+
+
+def get_json(url: str, body: dict | None = None, timeout: float = 5):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+    except (OSError, ValueError):
+        return 0, None
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hhealer")
+    subprocess.run([sys.executable, str(REPO / "extensions/molecule/pd_separation/standin_image.py"), IMAGE],
+                   check=True, capture_output=True, text=True)
+    config = tmp / "config"
+    config.mkdir()
+    user = json.loads((REPO / "examples/seed_pd_separation/user_config.json").read_text())
+    user["motor_deploy_config"].update(job_id=JOB, image_name=IMAGE)
+    (config / "user_config.json").write_text(json.dumps(user, indent=2))
+    (config / "env.json").write_text((REPO / "examples/seed_pd_separation/env.json").read_text())
+    simctl.down(PREFIX)
+    try:
+        hosts = simctl.up(1, "800I_A2", PREFIX, control=True)
+        simctl.load_image(PREFIX, IMAGE)
+        inventory = tmp / "hosts.yml"
+        simctl.write_inventory(hosts, inventory)
+        playbook("deploy.yml", inventory, config, *FAST, image=IMAGE)
+        plan = json.loads((config / "motor_plan.json").read_text())
+        coordinator = plan["coordinator"]
+        ctl = next(c["host"] for c in plan["containers"] if c["role"] == "coordinator")
+        yield {"hosts": hosts, "inventory": inventory, "config": config, "ctl": ctl,
+               "readiness": f"http://{coordinator['ip']}:{coordinator['mgmt_port']}/readiness",
+               "chat": f"http://{coordinator['ip']}:{coordinator['infer_port']}/v1/chat/completions",
+               "model": user["motor_engine_prefill_config"]["engine_config"].get("served_model_name", "")}
+    finally:
+        simctl.down(PREFIX)
+
+
+def serving(cluster) -> bool:
+    status, body = get_json(cluster["readiness"])
+    if not (status == 200 and body and body.get("ready")):
+        return False
+    status, _ = get_json(cluster["chat"], {"model": cluster["model"], "max_tokens": 4,
+                                           "messages": [{"role": "user", "content": "still there?"}]}, timeout=30)
+    return status == 200
+
+
+def ps(cluster) -> dict:
+    _, out = simctl.host_exec(cluster["ctl"], "docker ps -a --format '{{.Names}}\t{{.Status}}'")
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+
+def test_docker_ps_shows_the_health_of_the_controller_and_the_coordinator(cluster):
+    def both_healthy():
+        rows = ps(cluster)
+        return all("(healthy)" in rows.get(f"{JOB}-{role}", "") for role in ("controller", "coordinator")) and rows
+    rows = wait_for(both_healthy, timeout=60, interval=2, what="controller and coordinator (healthy) in docker ps")
+    assert f"{JOB}-healer-{cluster['ctl']}" in rows and "Up" in rows[f"{JOB}-healer-{cluster['ctl']}"]
+    assert "health" not in rows[f"{JOB}-healer-{cluster['ctl']}"]  # upstream probes neither it nor the engines
+
+
+def test_frozen_coordinator_is_restarted_by_the_hosts_healer_without_a_command(cluster):
+    assert serving(cluster), "the deployed job does not serve"
+    healer = f"{JOB}-healer-{cluster['ctl']}"
+    started = f"docker inspect -f '{{{{.State.StartedAt}}}}' {JOB}-coordinator"
+    before = simctl.host_exec(cluster["ctl"], started)[1].strip()
+    rc, out = simctl.host_exec(cluster["ctl"], f"docker pause {JOB}-coordinator")
+    assert rc == 0, out
+    start = time.monotonic()
+
+    def healed():
+        restarted = simctl.host_exec(cluster["ctl"], started)[1].strip() != before
+        return restarted and serving(cluster)
+    wait_for(healed, timeout=HEAL_WITHIN, interval=2,
+             what=f"the frozen coordinator restarted, ready and answering chat within {HEAL_WITHIN} s")
+    took = time.monotonic() - start
+    _, logs = simctl.host_exec(cluster["ctl"], f"docker logs {healer} 2>&1")
+    actions = [line for line in logs.splitlines() if f"motor-host-healer: restart {JOB}-coordinator" in line]
+    assert len(actions) == 1 and "unhealthy" in actions[0], logs[-3000:]  # the healer restarted it, once
+    print(f"frozen coordinator healed in {took:.0f} s (pause to restarted, ready and answering): {actions[0]}")
+
+
+def test_deploy_rerun_after_the_heal_changes_nothing_and_status_shows_the_action(cluster):
+    result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, image=IMAGE)
+    assert recap_changed(result.stdout) == 0, result.stdout[-4000:]
+    status = playbook("status.yml", cluster["inventory"], cluster["config"], image=IMAGE)
+    shown = " ".join(status.stdout.split())  # the YAML callback folds long lines
+    assert f"motor-host-healer: restart {JOB}-coordinator (Docker reports it unhealthy while paused" in shown, \
+        status.stdout[-4000:]
