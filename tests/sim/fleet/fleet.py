@@ -2,11 +2,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""A simulated fleet of Ascend hosts for benchmarks and tests at scale (tests/sim/fleet/README.md).
+"""A simulated fleet of Ascend hosts for benchmarks and tests at scale (tests/sim/fleet/README.md, bench/README.md).
 
 One process serves every host: a Docker Engine API per host on its own unix socket (the fake of the unit tests,
 tests/unit/plugins/module_utils/docker_fake.py) and, for every container the deploy starts, an HTTP listener on each
-port of its ``io.pymotor.ports`` label, bound on the host's own loopback address (127.0.0.0/8). Ansible reaches a
+port of its ``io.pymotor.ports`` label, bound on the host's own loopback address (127.<net>.x.y). Ansible reaches a
 host with connection ``local`` and the host's own interpreter wrapper (``<state>/hosts/<host>/python``, running
 hostpy.py): the collection's host scripts and modules run unchanged and talk to that host's socket (DOCKER_HOST).
 
@@ -46,9 +46,12 @@ STARTUP_IN_IMAGE = "/tmp/motor/examples/deployer/startup"
 NPU_ARGS = {"info -m": "info-m.txt", "info": "info.txt", "info -t topo": "topo.txt"}
 
 
-def host_ip(index: int) -> str:
-    """Engine host ``index`` (0-based) -> 127.1.x.y; the control host is 127.2.0.1."""
-    return "127.1.%d.%d" % (index // 250, index % 250 + 1)
+def host_ip(index: int, net: int = 21) -> str:
+    """Engine host ``index`` (0-based) -> 127.<net>.x.y (x from 1); the control host (index -1) is 127.<net>.0.1.
+    Fleets served at the same time need different ``net``s (bench/fleet 21, tests/integration 22)."""
+    if index < 0:
+        return "127.%d.0.1" % net
+    return "127.%d.%d.%d" % (net, 1 + index // 250, index % 250 + 1)
 
 
 def host_names(count: int) -> list[str]:
@@ -80,7 +83,7 @@ def _executable(path: Path, text: str) -> None:
 
 
 def prepare(state: Path, count: int, hardware: str = "800I_A3", devices: int = 16, python: str = sys.executable,
-            extra_host_vars: dict | None = None) -> Path:
+            net: int = 21) -> Path:
     """Write the fleet's files under ``state`` (a directory of its own) and return its inventory: ``count`` engine
     hosts and one control host, each with its own address, Docker socket, NPUs and interpreter wrapper."""
     state = state.resolve()
@@ -92,8 +95,8 @@ def prepare(state: Path, count: int, hardware: str = "800I_A3", devices: int = 1
     weights = state / "weight"
     if not weights.exists():
         shutil.copytree(REPO / "tests/sim/host/rootfs/mnt/weight", weights)
-    hosts = [(name, host_ip(i), "motor_engine_hosts") for i, name in enumerate(host_names(count))]
-    hosts.append(("ctl-0", "127.2.0.1", "motor_control_hosts"))
+    hosts = [(name, host_ip(i, net), "motor_engine_hosts") for i, name in enumerate(host_names(count))]
+    hosts.append(("ctl-0", host_ip(-1, net), "motor_control_hosts"))
     table = {}
     groups = {"motor_engine_hosts": {}, "motor_control_hosts": {}}
     for name, ip, group in hosts:
@@ -113,7 +116,7 @@ def prepare(state: Path, count: int, hardware: str = "800I_A3", devices: int = 1
         groups[group][name] = {
             "ansible_host": ip, "ansible_connection": "local", "ansible_python_interpreter": str(root / "python"),
             "motor_host_ip": ip, "motor_nic": "sim0", "motor_service_log_root": str(root / "log"),
-            "motor_service_startup_cache": str(root / "cache"), **(extra_host_vars or {}).get(name, {})}
+            "motor_service_startup_cache": str(root / "cache")}
     (state / "fleet.json").write_text(json.dumps({"hosts": table, "hardware": hardware}), encoding="utf-8")
     inventory = {"all": {
         "vars": {"motor_hardware_type": hardware, "motor_service_driver_dir": str(driver),
@@ -210,13 +213,12 @@ class Fleet:
 
     def services(self):
         """The KV conductor's /services: the KV-event endpoint of every DP rank of every publishing container that
-        runs on a host that is up (what the coordinator registered; one port per rank from the plan's base)."""
+        runs (what the coordinator registered; one port per rank from the plan's base)."""
         plan = self.plan()
         events = plan.get("kv_events") or {}
         running = set()
-        for host in self.hosts.values():
-            if host.mode == "up" or host.mode == "slow":
-                running.update(n for n, c in host.engine.containers.items() if c["State"].get("Running"))
+        for host in self.hosts.values():  # a host that stops answering later stays registered, as with PyMotor
+            running.update(n for n, c in host.engine.containers.items() if c["State"].get("Running"))
         out = []
         for c in plan.get("containers") or []:
             if c.get("role") == events.get("role") and c["name"] in running:
@@ -340,6 +342,7 @@ def main():
     prep.add_argument("--state", type=Path, required=True)
     prep.add_argument("--hosts", type=int, required=True)
     prep.add_argument("--hardware", default="800I_A3")
+    prep.add_argument("--net", type=int, default=21, help="second octet of the fleet's 127.0.0.0/8 addresses")
     serve = sub.add_parser("serve")
     serve.add_argument("--state", type=Path, required=True)
     serve.add_argument("--plan", type=Path)
@@ -350,7 +353,7 @@ def main():
     mode.add_argument("--seconds", type=float, default=0.0)
     args = parser.parse_args()
     if args.command == "prepare":
-        print(prepare(args.state, args.hosts, args.hardware))
+        print(prepare(args.state, args.hosts, args.hardware, net=args.net))
     elif args.command == "serve":
         Fleet(args.state, args.plan).serve()
     else:

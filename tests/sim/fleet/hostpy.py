@@ -5,13 +5,15 @@
 runs the script (or, as Ansible pipelines a module or host script, the program on stdin) with that host's view of
 the machine: DOCKER_HOST is the host's own socket, its ``bin/`` (``ip``, ``npu-smi``) comes first in PATH, its NPU
 device nodes exist (``/dev/davinciN``, the management devices), and no TCP port listens (/proc/net/tcp is empty:
-port conflicts are not simulated). Everything else is the real machine and the collection's unchanged code."""
+port conflicts are not simulated). Each run adds its CPU seconds to ``<host dir>/cpu``. Everything else is the real machine and the collection's unchanged code."""
 
+import atexit
 import builtins
 import glob
 import io
 import json
 import os
+import resource
 import runpy
 import sys
 
@@ -47,6 +49,16 @@ def _sim_open(file, *args, **kwargs):
     return _open(file, *args, **kwargs)
 
 
+def _account():
+    """Add this run's CPU seconds (the script and what it ran) to the host's ``cpu`` file: what the hosts spent,
+    which bench/fleet subtracts from the controller's total (with connection local both run on this machine)."""
+    used = sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
+    with _open(os.path.join(ROOT, "cpu"), "a") as handle:
+        handle.write("%.4f\n" % used)
+
+
+atexit.register(_account)
 glob.glob, os.path.exists, builtins.open = _sim_glob, _sim_exists, _sim_open
 
 if len(sys.argv) > 1:
