@@ -1,8 +1,9 @@
 """A deploy on a simulated fleet of 24 Atlas 800I A3 hosts (tests/sim/fleet, no Docker needed) with two hosts gone
-(issue 34): one refuses connections from the start (its Docker engine does not answer at discovery), one is black-holed
-once the tier steps are done (its containers started), before the readiness wait. With ``motor_service_max_fail_percentage=10`` (2 of 25 hosts) the deploy goes on
-without what needs them, ends within its readiness deadline, every other engine answers, the end names both hosts and
-the instances left out, and it exits non-zero; a re-run with both hosts back converges."""
+(issue 34): one refuses connections from the start (its Docker engine does not answer at discovery), one is
+black-holed once the tier steps are done (its containers started), before the readiness wait. With
+``motor_service_max_fail_percentage=10`` (2 of 25 hosts) the deploy goes on without what needs them, ends within its
+readiness deadline, every other engine answers, the end names both hosts and the instances left out, and it exits
+non-zero; a re-run with both hosts back converges. The fleet serves 127.22.* (bench/fleet: 127.21.*)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "sim" / "fleet"))
-sys.path.insert(0, str(REPO / "bench"))
 import fleet  # noqa: E402  pylint: disable=wrong-import-position
 
 HOSTS = 24
@@ -27,22 +27,6 @@ REFUSED, BLACKHOLED = "npu-0003", "npu-0010"
 READY_TIMEOUT = 30
 # the first task after the tier steps: the black-holed host's containers were started, the readiness wait follows
 WAIT_TASK = "Stop when too many hosts of the plan did not finish the steps"
-
-
-def _config(state: Path) -> Path:
-    seed = REPO / "examples" / "seed_pd_separation"
-    user = json.loads((seed / "user_config.json").read_text(encoding="utf-8").replace("/mnt/weight",
-                                                                                        str(state / "weight")))
-    user["motor_deploy_config"].update(
-        hardware_type="800I_A3", image_name=fleet.IMAGE, p_instances_num=HOSTS // 4, d_instances_num=HOSTS // 4,
-        single_p_instance_pod_num=2, single_d_instance_pod_num=2, p_pod_npu_num=16, d_pod_npu_num=16)
-    for role in ("motor_engine_prefill_config", "motor_engine_decode_config"):
-        user[role]["engine_config"].update(data_parallel_size=16, tensor_parallel_size=2)
-    out = state / "config"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "user_config.json").write_text(json.dumps(user), encoding="utf-8")
-    (out / "env.json").write_text((seed / "env.json").read_text(encoding="utf-8"), encoding="utf-8")
-    return out
 
 
 def _deploy(state: Path, on_line=None) -> tuple[int, str, float, float | None]:
@@ -87,7 +71,7 @@ def fleet_state(tmp_path):
     state = tmp_path / "fleet"
     state.mkdir()
     fleet.prepare(state, HOSTS, net=22)  # bench/fleet serves 127.21.*
-    _config(state)
+    fleet.seed_config(state, HOSTS)  # 6 + 6 instances of 2 pods
     server = fleet.start(state, plan=state / "plan.json", log=state / "fleet.log")
     yield state
     fleet.stop(server)

@@ -129,6 +129,27 @@ def prepare(state: Path, count: int, hardware: str = "800I_A3", devices: int = 1
     return path
 
 
+def seed_config(state: Path, hosts: int) -> Path:
+    """``<state>/config`` (user_config.json, env.json): the seed PD-separation config (KV-cache affinity) on A3 hosts,
+    one pod of 16 NPUs per engine host (TP 2: 8 DP ranks per pod) in min(16, hosts/4) prefill and as many decode
+    instances (PyMotor allows 16 per role) of hosts/(2 x instances) pods, the fleet's image and weights."""
+    seed = REPO / "examples" / "seed_pd_separation"
+    user = json.loads((seed / "user_config.json").read_text(encoding="utf-8").replace("/mnt/weight",
+                                                                                        str(state / "weight")))
+    instances = max(1, min(16, hosts // 4))
+    pods = max(1, hosts // (2 * instances))
+    user["motor_deploy_config"].update(
+        hardware_type="800I_A3", image_name=IMAGE, p_instances_num=instances, d_instances_num=instances,
+        single_p_instance_pod_num=pods, single_d_instance_pod_num=pods, p_pod_npu_num=16, d_pod_npu_num=16)
+    for role in ("motor_engine_prefill_config", "motor_engine_decode_config"):
+        user[role]["engine_config"].update(data_parallel_size=8 * pods, tensor_parallel_size=2)
+    out = state / "config"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "user_config.json").write_text(json.dumps(user, indent=1), encoding="utf-8")
+    shutil.copy(seed / "env.json", out / "env.json")
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------------ serve
 class Host:
     """One simulated host: its Docker engine (and socket), its mode and its containers' listeners."""

@@ -5,7 +5,8 @@
 runs the script (or, as Ansible pipelines a module or host script, the program on stdin) with that host's view of
 the machine: DOCKER_HOST is the host's own socket, its ``bin/`` (``ip``, ``npu-smi``) comes first in PATH, its NPU
 device nodes exist (``/dev/davinciN``, the management devices), and no TCP port listens (/proc/net/tcp is empty:
-port conflicts are not simulated). Each run adds its CPU seconds to ``<host dir>/cpu``. Everything else is the real machine and the collection's unchanged code."""
+port conflicts are not simulated). Each run adds its CPU seconds to ``<host dir>/cpu``. Everything else is the real
+machine and the collection's unchanged code."""
 
 import atexit
 import builtins
