@@ -192,7 +192,8 @@ class Host:
     def changed(self, name, container):
         running = bool(container["State"].get("Running"))
         delay = self.seconds if self.mode == "slow" else 0.0
-        ports = [int(p) for p in (container["Config"]["Labels"].get(PORTS_LABEL) or "").split(",") if p]
+        ports = self.fleet.http_ports(name, [int(p) for p in (container["Config"]["Labels"].get(PORTS_LABEL) or
+                                                                 "").split(",") if p])
         asyncio.run_coroutine_threadsafe(self.fleet.listen(self, name, ports if running else [], delay),
                                          self.fleet.loop).result()
 
@@ -216,6 +217,7 @@ class Fleet:
         self.state = state.resolve()
         self.plan_path = plan
         self._plan = (None, None)
+        self._index = (None, {})
         top = REPO / "tests/sim/motor_image/startup"
         self.startup = {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
         info = json.loads((self.state / "fleet.json").read_text(encoding="utf-8"))
@@ -231,6 +233,22 @@ class Fleet:
         if self._plan[0] != stamp:
             self._plan = (stamp, json.loads(self.plan_path.read_text(encoding="utf-8")))
         return self._plan[1]
+
+    def http_ports(self, name, ports):
+        """The ports of ``ports`` (a container's label) that get a listener: all of them for the control plane; for
+        an engine pod the ones that speak HTTP (node manager, each DP rank's management and service port): with a
+        listener on every rank-pool, HCCL and KV port too, 256 A3 hosts need about 25,000 sockets, more than the
+        20,000 open files this machine allows a process."""
+        plan = self.plan()
+        if self._plan[0] != self._index[0]:
+            self._index = (self._plan[0], {c["name"]: c for c in plan.get("containers") or []})
+        c = self._index[1].get(name)
+        if not c or c.get("tier") != 2:
+            return ports
+        http = {(c.get("port_map") or {}).get("node_manager")}
+        for ep in c.get("endpoints") or []:
+            http.update((ep.get("mgmt_port"), ep.get("service_port")))
+        return [p for p in ports if p in http]
 
     def services(self):
         """The KV conductor's /services: the KV-event endpoint of every DP rank of every publishing container that
