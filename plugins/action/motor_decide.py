@@ -28,6 +28,7 @@ class ActionModule(EntryPoint):
         "ready_timeout": {"type": "int", "required": True},
         "port_timeout": {"type": "int", "required": True},
         "watcher_script": {"type": "str", "required": True},
+        "max_fail_percentage": {"type": "float", "default": 0},
     }
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 

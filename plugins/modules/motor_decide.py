@@ -68,6 +68,13 @@ options:
         directory of the plan's C(kv_watcher) container; it counts in that container's config hash.
     type: str
     required: true
+  max_fail_percentage:
+    description:
+      - Hosts that could not be read at discovery or whose Docker engine does not answer, up to this share of the
+        hosts in percent, are not prechecked and get no work (C(unreachable) in the decision; the deploy goes on
+        without what needs them). Above it, or at 0, their precheck problems stop the deploy.
+    type: float
+    default: 0
 """
 
 EXAMPLES = r"""

@@ -36,7 +36,11 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_event
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import with_needs
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import (
+    unreachable_hosts,
+    with_needs,
+    without_hosts,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts, runtime_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
@@ -279,9 +283,12 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     ``probes``: host -> motor_host_probe result; ``settings``: setting variable -> the controller's value;
     ``overrides``: host -> its own values of those variables; ``options``: ``startup_cache``,
     ``startup_in_image``, ``ready_timeout``, ``port_timeout``, ``watcher_script`` (the KV watcher's code),
-    ``registrations`` (the conductor's ``GET /services`` answer, or None: a re-run repairs what it lost)."""
+    ``registrations`` (the conductor's ``GET /services`` answer, or None: a re-run repairs what it lost),
+    ``max_fail_percentage`` (hosts not read or without Docker up to that share get no work: ``unreachable``)."""
     plan = with_host_healers(plan)  # one healer container per host (plan/healer.py)
     judged = judge_hosts(plan, hosts, probes, settings, overrides)
+    unreachable = unreachable_hosts(judged, probes, hosts, options.get("max_fail_percentage") or 0)
+    judged, dummy = without_hosts(judged, {}, unreachable)
     containers = plan.get("containers") or []
     decision = {"job_id": plan.get("job_id"), "problems": judged["problems"], "warnings": judged["warnings"],
                 "containers": [
@@ -299,7 +306,9 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
-        "work": with_needs(host_work(plan, result, judged, steps, startup, with_instances(files, plan)), plan),
+        "work": with_needs(without_hosts(judged, host_work(plan, result, judged, steps, startup,
+                                                          with_instances(files, plan)), unreachable)[1], plan),
+        "unreachable": unreachable,
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
         "upgrade": upgrade_work(result, existing, next(iter(judged["settings"].values()), {}).get("image", ""),

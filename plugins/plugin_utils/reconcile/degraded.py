@@ -11,6 +11,11 @@ up every container that does not need it and keeps out, unstarted, every contain
 - an engine pod (tier 2) needs every host of its instance (PyMotor assembles an instance from all its pods) and
   every host of the control plane.
 
+A host that cannot be read at discovery (not read, or its Docker engine does not answer) is such a host from the
+start, within the same share (``unreachable_hosts``): it is not prechecked, gets no work, and the tier play counts it
+as failed. A host whose readiness checks still do not hold at the wait's deadline (black-holed, say) is one too
+(roles/motor_service/tasks/readiness.yml): the rest is waited for again without what needs it.
+
 Pods are never moved to another host: the plan is the plan, a re-run with the host back brings the rest up. The
 share of failed hosts above which nothing further starts is ``motor_service_max_fail_percentage``.
 """
@@ -45,6 +50,22 @@ def with_needs(work: dict, plan: dict) -> dict:
         own.setdefault(c["host"], {})[c["name"]] = needs[c["name"]]
     return {host: dict(w, needs=own.get(host) or {}, control=control_hosts(plan), job_id=plan.get("job_id"))
             for host, w in work.items()}
+
+
+def unreachable_hosts(judged: dict, probes: dict, hosts: list, max_fail_percentage) -> list:
+    """The hosts of ``judged`` (precheck.judge_hosts) that could not be read at discovery or whose Docker engine did
+    not answer, when they are no more than ``max_fail_percentage`` percent of ``hosts`` (else none: their
+    precheck problems stop the deploy as before)."""
+    out = [h for h in judged.get("hosts") or {}
+           if "npu_devices" not in (probes.get(h) or {}) or not (probes.get(h) or {}).get("can_talk_to_docker")]
+    return [] if not out or exceeded(out, hosts, max_fail_percentage) else sorted(out)
+
+
+def without_hosts(judged: dict, work: dict, down: list) -> tuple:
+    """(judged without the precheck problems of ``down``, work with no step for them): nothing is done there."""
+    dropped = {p for h in down for p in judged["hosts"][h]["problems"]}
+    judged = dict(judged, problems=[p for p in judged["problems"] if p not in dropped])
+    return judged, dict(work, **{h: dict(work[h], steps=[None] * len(work[h]["steps"])) for h in down if h in work})
 
 
 def needing(needs: dict, down) -> list:
@@ -94,7 +115,7 @@ def live_decision(decision: dict, gone: dict, readiness: list) -> dict:
 
 def left_out_message(gone: dict) -> str:
     """What the deploy says at its end when hosts failed: the hosts, and the instances / containers left out."""
-    lines = ["deploy incomplete: %s failed or became unreachable during the tier steps; nothing was started that "
+    lines = ["deploy incomplete: %s failed or became unreachable during the deploy; nothing was started that "
              "needs %s, and nothing was moved to another host." % (", ".join(gone["hosts"]),
                                                                    "it" if len(gone["hosts"]) == 1 else "them")]
     if gone["instances"]:

@@ -45,6 +45,12 @@ class Engine:
         self.image_files = {}  # image -> {directory: {name: bytes}}
         self.calls = []
         self.logs = {}  # container id -> (stdout, stderr, tty)
+        self.on_state = None  # optional: called (name, container) after a start, restart, stop or removal
+        self.gate = None  # optional: called with the handler before a request; False: drop it unanswered
+
+    def changed(self, name, container):
+        if self.on_state is not None:
+            self.on_state(name, container)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -76,6 +82,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _route(self, method):
         engine = self.engine
+        if engine.gate is not None and engine.gate(self) is False:
+            self.close_connection = True
+            return None
         parts = urlsplit(self.path)
         query = dict((k, v[0]) for k, v in parse_qs(parts.query).items())
         length = int(self.headers.get("Content-Length") or 0)
@@ -103,6 +112,7 @@ class Handler(BaseHTTPRequestHandler):
                 have = ["%s=%s" % kv for kv in c["Config"]["Labels"].items()]
                 if all(label in have for label in labels):
                     rows.append({"Id": c["Id"], "Names": ["/" + name], "State": c["State"]["Status"],
+                                 "Status": "Up 1 second" if c["State"].get("Running") else "Exited (0) 1 second ago",
                                  "Labels": c["Config"]["Labels"]})
             return self._send(200, rows, chunked=True)
         if path == "/containers/create" and method == "POST":
@@ -126,20 +136,25 @@ class Handler(BaseHTTPRequestHandler):
             action = seg[2] if len(seg) > 2 else ""
             if method == "DELETE" and not action:
                 del engine.containers[name]
+                container["State"] = {"Status": "removed", "Running": False}
+                engine.changed(name, container)
                 return self._send(204)
             if action == "json":
                 return self._send(200, container)
             if action == "start":
                 container["State"] = {"Status": "running", "Running": True}
+                engine.changed(name, container)
                 return self._send(204)
             if action == "restart" and method == "POST":
                 container["State"] = {"Status": "running", "Running": True}
                 container["RestartCount"] = container.get("RestartCount", 0) + 1
+                engine.changed(name, container)
                 return self._send(204)
             if action == "stop" and method == "POST":
                 if not container["State"].get("Running"):
                     return self._send(304)  # the Engine's answer for a container that is not running
                 container["State"] = {"Status": "exited", "Running": False, "ExitCode": 143}
+                engine.changed(name, container)
                 return self._send(204)
             if action == "logs":
                 out, err, tty = engine.logs.get(container["Id"], (b"", b"", False))

@@ -158,3 +158,44 @@ def test_the_report_stops_by_default_and_goes_on_within_the_share():
     assert summary["incomplete"] == live["left_out"]["message"]
     assert all("left-out" in line for line in summary["summary"]
                if any(c["name"] in line for c in live["left_out"]["containers"]))
+
+
+SETTINGS = {
+    "motor_service_image": "local/pymotor:1", "motor_service_config_root": "/etc/pymotor",
+    "motor_service_docker_min_version": "20.10.0", "motor_service_driver_dir": "/usr/local/Ascend/driver",
+    "motor_service_hccn_tool": "/usr/local/Ascend/driver/tools/hccn_tool", "motor_service_log_root": "/var/log/pymotor",
+    "motor_service_min_free_log_mb": 1024, "motor_service_check_links": False,
+    "motor_service_engine_mounts": ["/usr/local/Ascend/driver"],
+    "motor_service_command": ["bash", "-c", "source $CONFIGMAP_PATH/boot.sh"],
+    "motor_service_restart_policy": "unless-stopped", "motor_service_log_max_size": "100m",
+    "motor_service_log_max_file": "5", "motor_service_env_functions": {"common.sh": ["set_common_env"]},
+    "motor_service_extra_volumes": [],
+}
+
+
+def _probe(plan, host):
+    npus = sorted({n for c in plan["containers"] if c["host"] == host for n in c.get("npu_ids") or []})
+    return {"can_talk_to_docker": True, "host_info": {"ServerVersion": "24.0.7"}, "images": [{"Id": "sha256:img"}],
+            "containers": [], "npu_devices": npus, "npu_health": {str(n): "OK" for n in npus}, "npu_error": "",
+            "listening": [], "links": {}, "free_mb": 50000, "models": {"/mnt/weight/qwen3_8B": "ok"},
+            "paths": {"/usr/local/Ascend/driver": True, "/usr/local/Ascend/driver/tools/hccn_tool": True}}
+
+
+def test_a_host_without_docker_at_discovery_gets_no_work_within_the_share_and_stops_the_deploy_above_it():
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import decide
+
+    plan = fleet_plan()
+    hosts = list(HOSTS)
+    probes = {h: _probe(plan, h) for h in hosts}
+    probes["h2"] = dict(probes["h2"], can_talk_to_docker=False, msg="connection refused")
+    options = {"startup_cache": "/var/cache/pymotor/startup", "startup_in_image": "/tmp/startup",
+               "ready_timeout": 600, "port_timeout": 60}
+    stopped = decide(plan, hosts, probes, SETTINGS, {}, dict(options, max_fail_percentage=0))
+    assert [p for p in stopped["problems"] if p.startswith("h2: docker")], stopped["problems"]
+    assert "work" not in stopped
+    went_on = decide(plan, hosts, probes, SETTINGS, {}, dict(options, max_fail_percentage=25))  # 1 of 4 hosts
+    assert went_on["problems"] == [] and went_on["unreachable"] == ["h2"]
+    assert all(step is None for step in went_on["work"]["h2"]["steps"])
+    assert any(step is not None for step in went_on["work"]["h1"]["steps"])
+    probes["h1"] = dict(probes["h1"], can_talk_to_docker=False)  # 2 of 4: more than 25 %
+    assert decide(plan, hosts, probes, SETTINGS, {}, dict(options, max_fail_percentage=25))["problems"]

@@ -1,0 +1,115 @@
+"""A deploy on a simulated fleet of 24 Atlas 800I A3 hosts (tests/sim/fleet, no Docker needed) with two hosts gone
+(issue 34): one refuses connections from the start (its Docker engine does not answer at discovery), one is
+black-holed once the tier steps are done (its containers started), before the readiness wait. With
+``motor_service_max_fail_percentage=10`` (2 of 25 hosts) the deploy goes on without what needs them, ends within its
+readiness deadline, every other engine answers, the end names both hosts and the instances left out, and it exits
+non-zero; a re-run with both hosts back converges. The fleet serves 127.22.* (bench/fleet: 127.21.*)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "sim" / "fleet"))
+import fleet  # noqa: E402  pylint: disable=wrong-import-position
+
+HOSTS = 24
+REFUSED, BLACKHOLED = "npu-0003", "npu-0010"
+READY_TIMEOUT = 30
+# the first task after the tier steps: the black-holed host's containers were started, the readiness wait follows
+WAIT_TASK = "Stop when too many hosts of the plan did not finish the steps"
+
+
+def _deploy(state: Path, on_line=None) -> tuple[int, str, float, float | None]:
+    """(rc, output, wall seconds, seconds from the end of the tier steps to the end)."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+           "PYTHONPATH": str(REPO / ".build" / "collections"), "ANSIBLE_FORCE_COLOR": "0",
+           "PYTHONUNBUFFERED": "1"}  # each line as it is printed
+    argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(state / "inventory.yml"),
+            str(REPO / "playbooks" / "deploy.yml"), "-e", f"motor_config_dir={state / 'config'}",
+            "-e", f"motor_plan_output={state / 'plan.json'}", "-e", f"motor_service_ready_timeout={READY_TIMEOUT}",
+            "-e", "motor_service_port_timeout=30", "-e", "motor_service_max_fail_percentage=10"]
+    start, waited, lines = time.monotonic(), None, []
+    with subprocess.Popen(argv, cwd=state, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as proc:
+        for line in proc.stdout:
+            lines.append(line)
+            if waited is None and WAIT_TASK in line:
+                waited = time.monotonic()
+                if on_line:
+                    on_line()
+        rc = proc.wait()
+    end = time.monotonic()
+    return rc, "".join(lines), end - start, (end - waited) if waited else None
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as answer:
+            return answer.status == 200 and json.loads(answer.read()).get("status") == "normal"
+    except OSError:
+        return False
+
+
+def _engine_urls(plan: dict, skip_instances=()) -> dict:
+    return {"%s/%d" % (c["name"], ep["dp_rank"]): "http://%s:%d/status" % (c["ip"], ep["mgmt_port"])
+            for c in plan["containers"] if c.get("tier") == 2 and c["job_name"] not in skip_instances
+            for ep in c.get("endpoints") or []}
+
+
+@pytest.fixture
+def fleet_state(tmp_path):
+    state = tmp_path / "fleet"
+    state.mkdir()
+    fleet.prepare(state, HOSTS, net=22)  # bench/fleet serves 127.21.*
+    fleet.seed_config(state, HOSTS)  # 6 + 6 instances of 2 pods
+    server = fleet.start(state, plan=state / "plan.json", log=state / "fleet.log")
+    yield state
+    fleet.stop(server)
+
+
+def test_a_refused_and_a_black_holed_host_are_left_out_and_rerun_converges(fleet_state):
+    state = fleet_state
+    fleet.set_mode(state, REFUSED, "refuse")
+    rc, out, wall, after_wait = _deploy(state, on_line=lambda: fleet.set_mode(state, BLACKHOLED, "blackhole"))
+    (state / "deploy-1.log").write_text(out, encoding="utf-8")
+    assert rc != 0, out[-3000:]
+    assert "all deploy end." not in out
+    # ends within its deadline: one readiness deadline, then the short wait for the rest
+    assert after_wait is not None and after_wait < READY_TIMEOUT + 60, (wall, after_wait)
+    plan = json.loads((state / "plan.json").read_text(encoding="utf-8"))
+    gone = sorted({c["job_name"] for c in plan["containers"]
+                   if c.get("tier") == 2 and c["host"] in (REFUSED, BLACKHOLED)})
+    assert len(gone) == 2
+    # the end names both hosts and the instances left out
+    final = re.findall(r"deploy incomplete: .*", out.replace("\n", " "))
+    assert final, out[-3000:]
+    assert REFUSED in final[-1] and BLACKHOLED in final[-1]
+    assert "engine instances left out: %s" % ", ".join(gone) in re.sub(r"\s+", " ", final[-1])
+    # every instance not on those hosts answers; none of the refused host's was started
+    urls = _engine_urls(plan, gone)
+    assert urls
+    assert [key for key, url in urls.items() if not _answers(url)] == []
+    refused = [c for c in plan["containers"] if c["host"] == REFUSED]
+    assert refused and all(not _answers(u) for u in _engine_urls({"containers": refused}).values())
+
+    # both hosts back: the same deploy converges, then changes nothing
+    fleet.set_mode(state, REFUSED, "up")
+    fleet.set_mode(state, BLACKHOLED, "up")
+    rc, out, _wall, _after = _deploy(state)
+    (state / "deploy-2.log").write_text(out, encoding="utf-8")
+    assert rc == 0 and "all deploy end." in out, out[-3000:]
+    plan = json.loads((state / "plan.json").read_text(encoding="utf-8"))
+    assert [key for key, url in _engine_urls(plan).items() if not _answers(url)] == []
+    rc, out, _wall, _after = _deploy(state)
+    changed = [int(n) for n in re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)", out, re.M)]
+    assert rc == 0 and changed and sum(changed) == 0, out[-3000:]
