@@ -99,8 +99,9 @@ def decide(containers, history, present, now):
         if c["health"] == "unhealthy" and c["status"] in ("running", "paused"):
             in_grace = not c["was_healthy"] and now - c["started_at"] < c["start_period"]
             if not in_grace:
-                why = "Docker reports it unhealthy%s%s" % (" while paused" if c["status"] == "paused" else "",
-                                                         ": " + c["probe_output"] if c["probe_output"] else "")
+                paused = " while paused" if c["status"] == "paused" else ""
+                output = ": " + c["probe_output"] if c["probe_output"] else ""
+                why = "Docker reports it unhealthy%s%s" % (paused, output)
             action = "restart"
         elif c["status"] in ("exited", "created") and c["error"] and any(d in c["error"] for d in c["devices"]):
             missing = [d for d in c["devices"] if d not in present]

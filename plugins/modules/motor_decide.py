@@ -104,7 +104,8 @@ def main():
     spec = dict(plan=dict(type="dict", required=True), discovery=dict(type="str", required=True),
                 settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
                 startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True),
-                port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True))
+                port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True),
+                max_fail_percentage=dict(type="float", default=0))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_decide runs as an action plugin on the controller")
 

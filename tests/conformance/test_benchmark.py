@@ -1,8 +1,8 @@
 """playbooks/benchmark.yml against the real coordinator and conductor (conformance image, fake engines with the
 stand-in's performance model): 4 prefill engines (by default 2 prefill instances x DP 2 of the seed pd_separation
 config, on 2 simulated hosts; MOTOR_BENCH_P_INSTANCES=4: 4 prefill instances x DP 1 on 4 simulated hosts, as the
-upstream KV-event ports allow one publishing pod of a DP rank per host), the first MOTOR_BENCH_REQUESTS (default 1000) requests of ../shared/traces' Mooncake trace,
-load_balance vs kv_cache_affinity in one command, the job's own settings restored, the HTML page rendered by a real
+upstream KV-event ports allow one publishing pod of a DP rank per host), the first MOTOR_BENCH_REQUESTS (default 1000)
+requests of ../shared/traces' Mooncake trace, load_balance vs kv_cache_affinity in one command, the job's own settings restored, the HTML page rendered by a real
 headless Chromium when one is installed. Evidence (the comparison table, the reports) in tests/output/."""
 
 from __future__ import annotations
@@ -145,6 +145,7 @@ def test_html_renders_in_headless_chromium(bench, tmp_path):
         assert f'data-plot="{plot}"' in dom.stdout
     assert dom.stdout.count("<polyline") >= 4 and dom.stdout.count("<rect") >= 8
     shot = OUTPUT / "conformance-benchmark.png"
-    subprocess.run(browser + ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1300,1100",
-                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=False)
+    argv = browser + ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1300,1100", f"--screenshot={shot}",
+                      page.as_uri()]
+    subprocess.run(argv, capture_output=True, timeout=120, check=False)
     assert shot.is_file() and shot.stat().st_size > 10000

@@ -303,11 +303,11 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"]}
     startup = {"cache": options["startup_cache"], "in_image": options["startup_in_image"]}
     conductor = service_targets(plan)["conductor"]
+    work = host_work(plan, result, judged, steps, startup, with_instances(files, plan))
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
-        "work": with_needs(without_hosts(judged, host_work(plan, result, judged, steps, startup,
-                                                          with_instances(files, plan)), unreachable)[1], plan),
+        "work": with_needs(without_hosts(judged, work, unreachable)[1], plan),
         "unreachable": unreachable,
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
