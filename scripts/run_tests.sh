@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# `make test` after venv and images: every test part, in three lanes at once so that the CPU-bound checks (unit, lint,
+# `make test` after venv and images: every test part, in two lanes at once so that the CPU-bound checks (unit, lint,
 # sanity) and the conformance suite overlap with the Docker suites, which spend much of their time waiting for
-# containers (CI has 90 minutes on 2 cores); the rolling-upgrade test waits out 60 s model loads, in a lane of its own. Each lane's output is kept in its own log and printed whole when the
+# containers (CI has 90 minutes on 2 cores). Each lane's output is kept in its own log and printed whole when the
 # lane ends; the exit code is non-zero when any part failed. MOTOR_TEST_LANES=1 runs the parts one after another.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-lanes=("unit lint sanity conformance" "integration molecule" "rolls")
-if [ "${MOTOR_TEST_LANES:-3}" = 1 ]; then
+lanes=("unit lint sanity conformance" "integration molecule")
+if [ "${MOTOR_TEST_LANES:-2}" = 1 ]; then
   exec make --no-print-directory ${lanes[*]}
 fi
 logs=tests/output/lanes
