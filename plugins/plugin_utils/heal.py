@@ -189,14 +189,17 @@ class Healer:
         self.act = act or (lambda: end_controller(self.config["stop_grace"]))
         self.since = None  # when the coordinator rule started to hold (in a row)
         self.stalled = {}  # pod -> since when its start command has not come (reset only once it came)
+        self.served = False  # this round a watched pod got its start command (its own healer: the repair worked)
 
     def _stalled_pods(self, pods, now):
         """The pods stalled now, with how long (a pod that restarts, "unknown" for a moment, stays stalled)."""
         out = {}
+        self.served = False
         for name, pod in sorted(pods.items()):
             verdict = pod_state(pod, self.answer)
             if verdict == "started":
                 self.stalled.pop(name, None)
+                self.served = True
             elif verdict == "stalled":
                 out[name] = now - self.stalled.setdefault(name, now)
         return out
@@ -231,6 +234,8 @@ class Healer:
         """One round: True when it acted."""
         now = self.clock()
         judged = self.judge(now)
+        if judged is None and self.config.get("pod") and self.served:
+            self._forget_actions()  # the pod serves: its restarts helped, a later fault starts the backoff anew
         if judged is None or judged[2] < judged[3]:
             return False
         what, why, held = judged[:3]
@@ -244,6 +249,13 @@ class Healer:
         log(what, "%s; for %d s; action %d in the last hour" % (why, held, len(actions)), now)
         self.act()
         return True
+
+
+    def _forget_actions(self):
+        """An engine pod that serves again forgets its earlier restarts (Kubernetes resets a back-off the same way
+        once a container runs), so the next fault is not held back by the last one's backoff."""
+        if _load(self.config["state"]).get("actions"):
+            _save(self.config["state"], {"actions": []})
 
 
 def main(argv):

@@ -186,7 +186,7 @@ def test_restarted_coordinator_heals_without_a_command_then_a_rerun_passes(clust
     assert result.returncode == 0 and support.recap_changed(result.stdout) == 0, result.stdout[-3000:]
 
 
-FAULT_HEAL_TIMEOUT = 240  # issue 33: an engine crash may need the pod's own restart and the controller's
+FAULT_HEAL_TIMEOUT = 300  # issue 33: an engine crash may need the pod's own restart and the controller's
 
 
 def _engine_pods(c: Cluster) -> dict:

@@ -229,7 +229,11 @@ def test_engine_crash_is_restarted_and_reported(cluster):
         report = json.loads(report_path.read_text())
         rows = {c["container"]: c for c in report["containers"]}
         assert rows[crasher]["restarts"] >= info["RestartCount"] >= 1, rows[crasher]
-        assert all(c["restarts"] == 0 for name, c in rows.items() if name != crasher), rows
+        # the controller's healer may restart the controller (one line in its log); nothing else restarts
+        healed_by_controller = "motor-healer: restarting the controller" in simctl.host_exec(
+            cluster["ctl"]["name"], f"docker logs {JOB}-controller 2>&1")[1]
+        allowed = {crasher, f"{JOB}-controller"} if healed_by_controller else {crasher}
+        assert all(c["restarts"] == 0 for name, c in rows.items() if name not in allowed), rows
         if report["passed"] or time.monotonic() > deadline:
             break
         time.sleep(5)

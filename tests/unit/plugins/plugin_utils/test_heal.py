@@ -243,6 +243,26 @@ def test_an_engine_pod_whose_start_command_never_came_ends_itself_after_its_sett
     assert not h.step() and acted == [heal.POD_SETTLE]
 
 
+def test_an_engine_pod_that_serves_again_forgets_its_backoff(tmp_path):
+    """A later fault of the same pod is repaired after the settle again, not after the last fault's backoff."""
+    pods, clock, acted = Pods(), [0.0], []
+    config = dict(POD, pod="job-p0-0", settle=heal.POD_SETTLE, state=str(tmp_path / "state.json"))
+    h = heal.Healer(config, clock=lambda: clock[0], act=lambda: acted.append(clock[0]), answer=pods.answer)
+    pods.nm = (200, {"status": True})
+    assert not h.step()
+    clock[0] = float(heal.POD_SETTLE)
+    assert h.step() and len(acted) == 1
+    pods.engine = 200  # the start command came after the restart
+    clock[0] = 100.0
+    assert not h.step()
+    assert json.loads((tmp_path / "state.json").read_text())["actions"] == []
+    pods.engine = -1  # the next fault, soon after
+    clock[0] = 110.0
+    assert not h.step()
+    clock[0] = 110.0 + heal.POD_SETTLE
+    assert h.step() and acted == [heal.POD_SETTLE, 110.0 + heal.POD_SETTLE]
+
+
 def test_the_controller_restarts_for_a_pod_stalled_longer_than_the_pods_own_repair(tmp_path, capsys):
     pods, clock, acted = Pods(), [0.0], []
     instances = tmp_path / "instances.json"
