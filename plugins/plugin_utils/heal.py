@@ -250,7 +250,6 @@ class Healer:
         self.act()
         return True
 
-
     def _forget_actions(self):
         """An engine pod that serves again forgets its earlier restarts (Kubernetes resets a back-off the same way
         once a container runs), so the next fault is not held back by the last one's backoff."""
