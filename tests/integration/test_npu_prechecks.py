@@ -15,7 +15,7 @@ import pytest
 
 import simctl
 from fault_support import build_image, job_containers, playbook, write_config
-from support import recap_changed
+from support import deployed_containers, recap_changed
 
 PREFIX = "pymotor-npu37" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
 JOB = "npu-job"
@@ -94,8 +94,8 @@ def test_an_npu_in_warning_deploys_with_a_warning(cluster):
     assert done.returncode == 0, done.stdout[-5000:]
     assert "all deploy end." in done.stdout
     assert f"{engine}: NPU 5 health: npu-smi info reports Warning; deploying anyway" in done.stdout, done.stdout[-5000:]
-    planned = json.loads((cluster["config"] / "motor_plan.json").read_text())["containers"]
-    assert sorted(name for _, name, _ in job_containers(cluster["hosts"], JOB)) == sorted(c["name"] for c in planned)
+    plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
+    assert sorted(name for _, name, _ in job_containers(cluster["hosts"], JOB)) == sorted(deployed_containers(plan))
     # the engines got their planned HCCL port ranges (plan/hccl.py) in their env
     env = sh(engine, f"docker inspect --format '{{{{range .Config.Env}}}}{{{{println .}}}}{{{{end}}}}' {JOB}-p0-0 {JOB}-d0-0")
     bases = sorted(line.split("=", 1)[1] for line in env.split("\n") if line.startswith("HCCL_IF_BASE_PORT="))
