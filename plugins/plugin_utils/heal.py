@@ -191,15 +191,21 @@ class Healer:
         self.stalled = {}  # pod -> since when its start command has not come (reset only once it came)
         self.served = False  # this round a watched pod got its start command (its own healer: the repair worked)
 
-    def _stalled_pods(self, pods, now):
-        """The pods stalled now, with how long (a pod that restarts, "unknown" for a moment, stays stalled)."""
+    def _stalled_pods(self, pods, now, groups=None):
+        """The pods stalled now, with how long (a pod that restarts, "unknown" for a moment, stays stalled). With
+        ``groups`` (instance -> its pod names): a pod whose instance has a pod that does not answer at all is not
+        counted, it waits for that peer (a host down), which no restart here repairs."""
         out = {}
         self.served = False
-        for name, pod in sorted(pods.items()):
-            verdict = pod_state(pod, self.answer)
+        verdicts = {name: pod_state(pod, self.answer) for name, pod in sorted(pods.items())}
+        waiting = {m for members in (groups or {}).values() if any(verdicts.get(m) == "unknown" for m in members)
+                   for m in members}
+        for name, verdict in verdicts.items():
             if verdict == "started":
                 self.stalled.pop(name, None)
                 self.served = True
+            elif verdict == "stalled" and name in waiting:
+                self.stalled.pop(name, None)
             elif verdict == "stalled":
                 out[name] = now - self.stalled.setdefault(name, now)
         return out
@@ -216,7 +222,8 @@ class Healer:
         if config.get("instances_file"):  # rewritten by a deploy that scales: read every round
             config = dict(config, instances=_load(config["instances_file"]))
         pods = {name: pod for inst in config["instances"].values() for name, pod in (inst.get("pods") or {}).items()}
-        stalled = self._stalled_pods(pods, now)
+        groups = {job: list(inst.get("pods") or {}) for job, inst in config["instances"].items()}
+        stalled = self._stalled_pods(pods, now, groups)
         what = "restarting the controller container (its process ends, Docker's restart policy starts it again)"
         if stalled:
             name = max(stalled, key=stalled.get)

@@ -281,3 +281,24 @@ def test_the_controller_restarts_for_a_pod_stalled_longer_than_the_pods_own_repa
     pods.nm = (200, {"status": False})  # started: forgotten
     clock[0] = 1000.0
     assert not h.step() and h.stalled == {}
+
+
+def test_the_controller_leaves_a_pod_that_waits_for_a_peer_that_does_not_answer(tmp_path):
+    """A pod of a two-pod instance whose other pod's host is down waits for its peer: no controller restart."""
+    peer = dict(POD, node_manager={"url": "http://peer:1026/node-manager/status"})
+
+    class TwoPods(Pods):
+        def answer(self, target):
+            return (-1, None) if target["url"].startswith("http://peer") else super().answer(target)
+
+    pods, clock, acted = TwoPods(), [0.0], []
+    instances = tmp_path / "instances.json"
+    instances.write_text(json.dumps({"job-p0": {"role": "prefill", "engines": POD["engines"],
+                                                "pods": {"job-p0-0": POD, "job-p0-1": peer}}}))
+    config = {"coordinator": {"url": "http://c/readiness"}, "instances_file": str(instances),
+              "state": str(tmp_path / "state.json")}
+    h = heal.Healer(config, get=pods.get, clock=lambda: clock[0], act=lambda: acted.append(clock[0]),
+                    answer=pods.answer)
+    for clock[0] in (0.0, float(heal.CONTROLLER_POD_SETTLE), 2.0 * heal.CONTROLLER_POD_SETTLE):
+        assert not h.step()
+    assert acted == [] and h.stalled == {}
