@@ -9,7 +9,10 @@ up every container that does not need it and keeps out, unstarted, every contain
 - a container of the control plane (tier 0/1: KV pool, controller, coordinator, KV conductor) needs every host of the
   control plane (without one of them no engine instance is taken in);
 - an engine pod (tier 2) needs every host of its instance (PyMotor assembles an instance from all its pods) and
-  every host of the control plane.
+  every host of the control plane;
+- a per-host healer (plan/healer.py, on every host of the job) needs its own host only: it is not part of the
+  control plane (counted as such, every host of the job would be one, and one failed host would keep everything
+  unstarted).
 
 A host that cannot be read at discovery (not read, or its Docker engine does not answer) is such a host from the
 start, within the same share (``unreachable_hosts``): it is not prechecked, gets no work, and the tier play counts it
@@ -22,10 +25,17 @@ share of failed hosts above which nothing further starts is ``motor_service_max_
 
 from __future__ import annotations
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE
+
+
+def _control(container: dict) -> bool:
+    """A container of the control plane (tier 0/1: not an engine pod, not a per-host healer)."""
+    return container.get("tier") != 2 and container.get("role") != HOST_HEALER_ROLE
+
 
 def control_hosts(plan: dict) -> list:
     """The hosts of the control plane (tier 0/1 containers)."""
-    return sorted({c["host"] for c in plan.get("containers") or [] if c.get("tier") != 2})
+    return sorted({c["host"] for c in plan.get("containers") or [] if _control(c)})
 
 
 def container_needs(plan: dict) -> dict:
@@ -36,8 +46,8 @@ def container_needs(plan: dict) -> dict:
     for c in containers:
         if c.get("tier") == 2:
             instances.setdefault(c.get("job_name"), set()).add(c["host"])
-    return {c["name"]: sorted(set(control) | (instances[c.get("job_name")] if c.get("tier") == 2 else set()))
-            for c in containers}
+    return {c["name"]: sorted(set(control) | instances[c.get("job_name")]) if c.get("tier") == 2
+            else (control if _control(c) else [c["host"]]) for c in containers}
 
 
 def with_needs(work: dict, plan: dict) -> dict:
@@ -120,7 +130,7 @@ def left_out_message(gone: dict) -> str:
                                                                    "it" if len(gone["hosts"]) == 1 else "them")]
     if gone["instances"]:
         lines.append("engine instances left out: %s." % ", ".join(gone["instances"]))
-    control = [c["name"] for c in gone["containers"] if c["tier"] != 2]
+    control = [c["name"] for c in gone["containers"] if _control(c)]
     if control:
         lines.append("control-plane containers left out: %s." % ", ".join(sorted(control)))
     lines.append("Fix the host(s) and re-run the same deploy: it converges.")
