@@ -101,6 +101,9 @@ def test_a_refused_and_a_black_holed_host_are_left_out_and_rerun_converges(fleet
     assert [key for key, url in urls.items() if not _answers(url)] == []
     refused = [c for c in plan["containers"] if c["host"] == REFUSED]
     assert refused and all(not _answers(u) for u in _engine_urls({"containers": refused}).values())
+    # nothing of the left-out instances stays up on the other hosts (what this deploy started there is stopped)
+    partners = [c for c in plan["containers"] if c.get("job_name") in gone and c["host"] not in (REFUSED, BLACKHOLED)]
+    assert partners and not [u for u in _engine_urls({"containers": partners}).values() if _answers(u)]
 
     # both hosts back: the same deploy converges, then changes nothing
     fleet.set_mode(state, REFUSED, "up")
