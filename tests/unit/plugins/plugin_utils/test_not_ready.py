@@ -74,4 +74,4 @@ def test_a_log_read_that_reached_its_deadline_shows_why_in_place_of_the_log():
     lines = readiness_failure(failed, results, 20)
     at = lines.index("----- h2/j-p0-0 (last log lines)")
     assert lines[at + 1].startswith("The command action failed to execute in the expected time frame (30)")
-    assert lines[lines.index("----- h1/j-p0-1 (last log lines)") + 1] == "(no log output)"
+    assert lines[lines.index("----- h1/j-p0-1 (last log lines)") + 1].startswith("(no answer within motor_service_log")
