@@ -50,15 +50,18 @@ def container_needs(plan: dict) -> dict:
             else (control if _control(c) else [c["host"]]) for c in containers}
 
 
-def with_needs(work: dict, plan: dict) -> dict:
+def with_needs(work: dict, plan: dict, unreachable=()) -> dict:
     """The decision's ``work`` with, per host, ``needs``: container name -> the hosts it needs, for the containers
     planned on that host (the tier play's filter ``motor_reconcile_needing`` reads the host's own share),
-    ``control``: the hosts of the control plane, and the ``job_id``."""
+    ``control``: the hosts of the control plane, the ``job_id`` and ``unreachable``: the hosts failed from the start
+    (``unreachable_hosts``; the tier play counts them as down from each host's own work, not by reading the
+    controller's whole decision on every host for every task)."""
     needs = container_needs(plan)
     own = {}
     for c in plan.get("containers") or []:
         own.setdefault(c["host"], {})[c["name"]] = needs[c["name"]]
-    return {host: dict(w, needs=own.get(host) or {}, control=control_hosts(plan), job_id=plan.get("job_id"))
+    control, down = control_hosts(plan), sorted(unreachable)
+    return {host: dict(w, needs=own.get(host) or {}, control=control, job_id=plan.get("job_id"), unreachable=down)
             for host, w in work.items()}
 
 

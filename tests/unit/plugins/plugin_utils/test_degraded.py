@@ -218,6 +218,7 @@ def test_the_per_host_healers_are_no_control_plane_so_a_failed_engine_host_holds
     hit = {c["job_name"] for c in plan["containers"] if c["host"] == down and c["tier"] == 2}
     for host, w in work.items():
         assert w["control"] == ["ctl"], host
+        assert w["unreachable"] == [down], host  # the tier play reads it from the host's own work
         if not w["needs"]:
             continue  # a host without containers of the job gets no healer
         healers = [name for name in w["needs"] if "-healer-" in name]
