@@ -9,7 +9,8 @@ up every container that does not need it and keeps out, unstarted, every contain
 - a container of the control plane (tier 0/1: KV pool, controller, coordinator, KV conductor) needs every host of the
   control plane (without one of them no engine instance is taken in);
 - an engine pod (tier 2) needs every host of its instance (PyMotor assembles an instance from all its pods) and
-  every host of the control plane.
+  every host of the control plane;
+- a per-host healer (tier 3, plan/healer.py) needs its own host only.
 
 A host that cannot be read at discovery (not read, or its Docker engine does not answer) is such a host from the
 start, within the same share (``unreachable_hosts``): it is not prechecked, gets no work, and the tier play counts it
@@ -24,20 +25,26 @@ from __future__ import annotations
 
 
 def control_hosts(plan: dict) -> list:
-    """The hosts of the control plane (tier 0/1 containers)."""
-    return sorted({c["host"] for c in plan.get("containers") or [] if c.get("tier") != 2})
+    """The hosts of the control plane (tier 0/1 containers; not the per-host healers of tier 3, which run on every
+    host: counting them would make every container need every host)."""
+    return sorted({c["host"] for c in plan.get("containers") or [] if c.get("tier") in (0, 1)})
 
 
 def container_needs(plan: dict) -> dict:
-    """Container name -> the sorted hosts it needs to be of use (see the module docstring)."""
+    """Container name -> the sorted hosts it needs to be of use (see the module docstring); a per-host healer (any
+    tier after the engines) needs only its own host."""
     containers = plan.get("containers") or []
-    control = control_hosts(plan)
+    control = set(control_hosts(plan))
     instances = {}
     for c in containers:
         if c.get("tier") == 2:
             instances.setdefault(c.get("job_name"), set()).add(c["host"])
-    return {c["name"]: sorted(set(control) | (instances[c.get("job_name")] if c.get("tier") == 2 else set()))
-            for c in containers}
+
+    def needs(c):
+        if c.get("tier") == 2:
+            return control | instances[c.get("job_name")]
+        return control if c.get("tier") in (0, 1) else {c["host"]}
+    return {c["name"]: sorted(needs(c)) for c in containers}
 
 
 def with_needs(work: dict, plan: dict) -> dict:
