@@ -307,7 +307,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     decision.update({
         "reconcile": result,
         "steps": step_list(result, steps, engine_step_waits(plan, timeouts)),
-        "work": with_needs(without_hosts(judged, work, unreachable)[1], plan),
+        "work": with_needs(without_hosts(judged, work, unreachable)[1], plan, unreachable),
         "unreachable": unreachable,
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),

@@ -10,7 +10,9 @@ up every container that does not need it and keeps out, unstarted, every contain
   control plane (without one of them no engine instance is taken in);
 - an engine pod (tier 2) needs every host of its instance (PyMotor assembles an instance from all its pods) and
   every host of the control plane;
-- a per-host healer (tier 3, plan/healer.py) needs its own host only.
+- a per-host healer (plan/healer.py, on every host of the job) needs its own host only: it is not part of the
+  control plane (counted as such, every host of the job would be one, and one failed host would keep everything
+  unstarted).
 
 A host that cannot be read at discovery (not read, or its Docker engine does not answer) is such a host from the
 start, within the same share (``unreachable_hosts``): it is not prechecked, gets no work, and the tier play counts it
@@ -23,39 +25,43 @@ share of failed hosts above which nothing further starts is ``motor_service_max_
 
 from __future__ import annotations
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE
+
+
+def _control(container: dict) -> bool:
+    """A container of the control plane (tier 0/1: not an engine pod, not a per-host healer)."""
+    return container.get("tier") != 2 and container.get("role") != HOST_HEALER_ROLE
+
 
 def control_hosts(plan: dict) -> list:
-    """The hosts of the control plane (tier 0/1 containers; not the per-host healers of tier 3, which run on every
-    host: counting them would make every container need every host)."""
-    return sorted({c["host"] for c in plan.get("containers") or [] if c.get("tier") in (0, 1)})
+    """The hosts of the control plane (tier 0/1 containers)."""
+    return sorted({c["host"] for c in plan.get("containers") or [] if _control(c)})
 
 
 def container_needs(plan: dict) -> dict:
-    """Container name -> the sorted hosts it needs to be of use (see the module docstring); a per-host healer (any
-    tier after the engines) needs only its own host."""
+    """Container name -> the sorted hosts it needs to be of use (see the module docstring)."""
     containers = plan.get("containers") or []
-    control = set(control_hosts(plan))
+    control = control_hosts(plan)
     instances = {}
     for c in containers:
         if c.get("tier") == 2:
             instances.setdefault(c.get("job_name"), set()).add(c["host"])
-
-    def needs(c):
-        if c.get("tier") == 2:
-            return control | instances[c.get("job_name")]
-        return control if c.get("tier") in (0, 1) else {c["host"]}
-    return {c["name"]: sorted(needs(c)) for c in containers}
+    return {c["name"]: sorted(set(control) | instances[c.get("job_name")]) if c.get("tier") == 2
+            else (control if _control(c) else [c["host"]]) for c in containers}
 
 
-def with_needs(work: dict, plan: dict) -> dict:
+def with_needs(work: dict, plan: dict, unreachable=()) -> dict:
     """The decision's ``work`` with, per host, ``needs``: container name -> the hosts it needs, for the containers
     planned on that host (the tier play's filter ``motor_reconcile_needing`` reads the host's own share),
-    ``control``: the hosts of the control plane, and the ``job_id``."""
+    ``control``: the hosts of the control plane, the ``job_id`` and ``unreachable``: the hosts failed from the start
+    (``unreachable_hosts``; the tier play counts them as down from each host's own work, not by reading the
+    controller's whole decision on every host for every task)."""
     needs = container_needs(plan)
     own = {}
     for c in plan.get("containers") or []:
         own.setdefault(c["host"], {})[c["name"]] = needs[c["name"]]
-    return {host: dict(w, needs=own.get(host) or {}, control=control_hosts(plan), job_id=plan.get("job_id"))
+    control, down = control_hosts(plan), sorted(unreachable)
+    return {host: dict(w, needs=own.get(host) or {}, control=control, job_id=plan.get("job_id"), unreachable=down)
             for host, w in work.items()}
 
 
@@ -127,7 +133,7 @@ def left_out_message(gone: dict) -> str:
                                                                    "it" if len(gone["hosts"]) == 1 else "them")]
     if gone["instances"]:
         lines.append("engine instances left out: %s." % ", ".join(gone["instances"]))
-    control = [c["name"] for c in gone["containers"] if c["tier"] != 2]
+    control = [c["name"] for c in gone["containers"] if _control(c)]
     if control:
         lines.append("control-plane containers left out: %s." % ", ".join(sorted(control)))
     lines.append("Fix the host(s) and re-run the same deploy: it converges.")

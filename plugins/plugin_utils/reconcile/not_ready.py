@@ -104,8 +104,14 @@ def not_ready_message(failed, logs, limit=LINE_LIMIT, width=LINE_WIDTH):
     return lines
 
 
+TIMED_OUT = "(no answer within motor_service_log_timeout: the Docker engine of the host did not answer)"
+
+
 def readiness_failure(failed, results, limit=LINE_LIMIT, width=LINE_WIDTH):
-    """``not_ready_message`` from the results of the ``docker logs`` command loop (items: name and host)."""
+    """``not_ready_message`` from the results of the ``docker logs`` command loop (items: name and host; an item
+    that failed, e.g. at its deadline on a host that stopped answering, shows its message)."""
     logs = [{"host": (r.get("item") or {}).get("host"), "name": (r.get("item") or {}).get("name"),
-             "stdout": r.get("stdout") or "", "stderr": r.get("stderr") or ""} for r in results or []]
+             "stdout": r.get("stdout") or "",
+             "stderr": r.get("stderr") or (r.get("msg") if r.get("failed") else "")
+             or (TIMED_OUT if r.get("rc") == 124 and not r.get("stdout") else "")} for r in results or []]
     return not_ready_message(failed, logs, int(limit), int(width))

@@ -219,3 +219,33 @@ def test_a_host_without_docker_at_discovery_gets_no_work_within_the_share_and_st
     assert any(step is not None for step in went_on["work"]["h1"]["steps"])
     probes["h1"] = dict(probes["h1"], can_talk_to_docker=False)  # 2 of 4: more than 25 %
     assert decide(plan, hosts, probes, SETTINGS, {}, dict(options, max_fail_percentage=25))["problems"]
+
+
+def test_the_per_host_healers_are_no_control_plane_so_a_failed_engine_host_holds_back_only_what_needs_it():
+    """The deploy's decision adds a healer on every host of the job (plan/healer.py, tier 3): counted as control
+    plane, every host was one and a host unreachable at discovery kept every container of the fleet unstarted."""
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import decide
+
+    plan = fleet_plan()
+    hosts = list(HOSTS)
+    probes = {h: _probe(plan, h) for h in hosts}
+    down = next(c["host"] for c in plan["containers"] if c["role"] == "decode")
+    probes[down] = dict(probes[down], can_talk_to_docker=False, msg="connection refused")
+    options = {"startup_cache": "/var/cache/pymotor/startup", "startup_in_image": "/tmp/startup",
+               "ready_timeout": 600, "port_timeout": 60, "max_fail_percentage": 25}
+    work = decide(plan, hosts, probes, SETTINGS, {}, options)["work"]
+    hit = {c["job_name"] for c in plan["containers"] if c["host"] == down and c["tier"] == 2}
+    for host, w in work.items():
+        assert w["control"] == ["ctl"], host
+        assert w["unreachable"] == [down], host  # the tier play reads it from the host's own work
+        if not w["needs"]:
+            continue  # a host without containers of the job gets no healer
+        healers = [name for name in w["needs"] if "-healer-" in name]
+        assert len(healers) == 1 and w["needs"][healers[0]] == [host], (host, w["needs"])
+        held = needing(w["needs"], [down])
+        expected = sorted(c["name"] for c in plan["containers"] if c["host"] == host and c["job_name"] in hit)
+        assert held == sorted(expected + ([healers[0]] if host == down else [])), host
+    gone = left_out(dict(plan, containers=plan["containers"] + [
+        {"name": "job-healer-" + down, "host": down, "role": HOST_HEALER_ROLE, "tier": 3, "job_name": "x"}]), [down])
+    assert "control-plane containers left out" not in left_out_message(gone)

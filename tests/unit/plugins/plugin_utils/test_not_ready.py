@@ -63,3 +63,15 @@ def test_every_failing_check_is_named_with_its_host():
     assert lines[4:] == ['also not holding: "engine 1" on npu-1: no answer (timed out)',
                          'also not holding: "engine 2" on npu-2: no answer (timed out)',
                          "and 2 more checks that did not hold, on npu-3, npu-4"]
+
+
+def test_a_log_read_that_reached_its_deadline_shows_why_in_place_of_the_log():
+    failed = {"check": "the controller port answers", "until": "answers", "url": "http://c:2026/readiness",
+              "last_answer": "no answer (timed out)"}
+    results = [{"item": {"host": "h2", "name": "j-p0-0"}, "failed": True,
+                "msg": "The command action failed to execute in the expected time frame (30) and was terminated"},
+               {"item": {"host": "h1", "name": "j-p0-1"}, "stdout": "", "stderr": "", "rc": 124}]
+    lines = readiness_failure(failed, results, 20)
+    at = lines.index("----- h2/j-p0-0 (last log lines)")
+    assert lines[at + 1].startswith("The command action failed to execute in the expected time frame (30)")
+    assert lines[lines.index("----- h1/j-p0-1 (last log lines)") + 1].startswith("(no answer within motor_service_log")
