@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import readiness_checks
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import (
@@ -46,6 +47,25 @@ def test_an_engine_pod_needs_its_instance_and_the_control_plane_and_nothing_else
         assert needs[c["name"]] == expected, c["name"]
     decode = [c for c in plan["containers"] if c["role"] == "decode"]
     assert len(decode) == 2, "the test wants one instance spanning hosts"
+
+
+def test_with_the_per_host_healers_a_failed_engine_host_leaves_out_only_its_instances_and_its_own_healer():
+    """decide reconciles the plan with a healer on every host (tier 3): a healer is not part of the control plane,
+    so an engine host down takes out its instances and its healer only, never the controller or other hosts."""
+    plan = with_host_healers(fleet_plan())
+    needs = container_needs(plan)
+    healers = [c for c in plan["containers"] if c["tier"] == 3]
+    assert sorted(c["host"] for c in healers) == sorted({c["host"] for c in plan["containers"]})
+    assert all(needs[c["name"]] == [c["host"]] for c in healers)
+    assert all(needs[c["name"]] == ["ctl"] for c in plan["containers"] if c["tier"] in (0, 1))
+    engines = [c for c in plan["containers"] if c["tier"] == 2]
+    for down in sorted({c["host"] for c in engines}):
+        hit = {c["job_name"] for c in engines if c["host"] == down}
+        expected = {c["name"] for c in engines if c["job_name"] in hit} | {c["name"] for c in healers if c["host"] == down}
+        assert {c["name"] for c in left_out(plan, [down])["containers"]} == expected, down
+        assert left_out(plan, [down])["serving"]
+    for host, work in with_needs({h: {"steps": []} for h in HOSTS}, plan).items():
+        assert work["control"] == ["ctl"], host
 
 
 def test_a_failed_engine_host_leaves_out_exactly_the_instances_with_a_pod_there_and_moves_nothing():
