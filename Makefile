@@ -54,17 +54,17 @@ sanity: venv
 # Known failures on the merged tree of stop 30 (README "Known failures"): on demand with `make known-failures`.
 KNOWN_CONFORMANCE_FAILURES := $(foreach kind,engine_kill controller_kill engine_dockerd,\
   tests/conformance/test_deploy.py::test_fault_heals_without_a_command_then_rerun_and_verify_pass[pd_separation-$(kind)])
-KNOWN_FAILURES := tests/integration/test_upgrade.py tests/integration/test_fleet_faults.py \
+KNOWN_FAILURES := tests/integration/test_fleet_faults.py \
   tests/integration/test_host_failure.py::test_a_host_failing_in_the_tier_steps_leaves_out_only_what_needs_it_and_rerun_converges \
   tests/integration/test_host_failure.py::test_what_started_of_an_instance_whose_other_host_failed_is_stopped_again
 
 integration: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration \
-	  --ignore=tests/integration/test_upgrade.py --ignore=tests/integration/test_fleet_faults.py \
+	  --ignore=tests/integration/test_fleet_faults.py \
 	  $(addprefix --deselect=,$(filter tests/integration/test_host_failure.py::%,$(KNOWN_FAILURES)))
 
-# The rolling upgrade under load (about 20 minutes, 60 s model loads), the 24-host simulated fleet with a refused and
-# a black-holed host, and two host-failure deploys: each failed on the merged tree; fix them, then fold them back.
+# The 24-host simulated fleet with a refused and a black-holed host, and two host-failure deploys: each failed on the
+# merged tree; fix them, then fold them back.
 known-failures: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib $(KNOWN_FAILURES) $(foreach t,$(KNOWN_CONFORMANCE_FAILURES),'$(t)')
 
