@@ -54,14 +54,11 @@ sanity: venv
 # Known failures on the merged tree of stop 30 (README "Known failures"): on demand with `make known-failures`.
 KNOWN_CONFORMANCE_FAILURES := $(foreach kind,engine_kill controller_kill engine_dockerd,\
   tests/conformance/test_deploy.py::test_fault_heals_without_a_command_then_rerun_and_verify_pass[pd_separation-$(kind)])
-KNOWN_FAILURES := tests/integration/test_upgrade.py
+KNOWN_FAILURES :=
 
 integration: venv images
-	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration \
-	  --ignore=tests/integration/test_upgrade.py
+	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration
 
-# The rolling upgrade under load (about 20 minutes, 60 s model loads): it failed on the merged tree; fix it, then fold
-# it back.
 known-failures: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib $(KNOWN_FAILURES) $(foreach t,$(KNOWN_CONFORMANCE_FAILURES),'$(t)')
 

@@ -68,6 +68,12 @@ class Client(threading.Thread):
                 time.sleep(0.05)
 
 
+def longest_gap(results: list) -> float:
+    """The longest time in seconds between two answered (200) requests, the client's longest outage."""
+    ends = sorted(end for _, end, status in results if status == 200)
+    return round(max((b - a for a, b in zip(ends, ends[1:])), default=0.0), 1)
+
+
 def new_image(base: str, tag: str, extra: str = "") -> None:
     """A second image of the same content with its own id (a label), as a new release would have."""
     with tempfile.TemporaryDirectory() as ctx:
@@ -127,7 +133,8 @@ def roll_under_load(cluster, image: str, *extra: str, check: bool = True) -> tup
     outside = [r for r in failed if r[1] < start or r[0] > end]
     counts = {"image": image, "requests": len(client.results), "failed": len(failed),
               "failed_outside_window": len(outside), "window_s": round(took, 1), "restarted": restarted,
-              "failed_in_window_s": round(max((r[1] for r in failed), default=start) - start, 1)}
+              "failed_in_window_s": round(max((r[1] for r in failed), default=start) - start, 1),
+              "longest_gap_s": longest_gap(client.results)}
     print("roll to %s: %s" % (image, counts))
     assert "image changed" in result.stdout and "rolling" in result.stdout, result.stdout[-4000:]
     assert not outside, f"{len(outside)} request(s) failed outside the control plane's window {counts}: {outside[:10]}"

@@ -9,6 +9,12 @@ running: upstream's node managers re-register with a restarted controller (``hea
 instances to the coordinator again. The engine instances then roll one at a time (``diff.reconcile``: mode
 ``rolling``); before the first one stops, the whole service must serve again (``wait``), and the time from the start
 of the tier steps until then is the control plane's unavailable window, printed at the end of the deploy.
+
+Each instance of the roll stops all its pods first, waits ``SEPARATION_S`` and only then starts the new ones
+(``roll_instance.yml``): upstream's controller answers a pod that registers while it still holds the instance ACTIVE
+``Instance already registered`` (``motor/controller/core/instance_assembler.py:289-301``, ASSEMBLED meaning ACTIVE in
+the instance manager, ``instance_assembler.py:400-403``, ``instance_manager.py:537-543``), and such a pod stays
+stranded until the healers restart it (30 s / 75 s).
 """
 
 from __future__ import annotations
@@ -16,6 +22,23 @@ from __future__ import annotations
 from collections import Counter
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_ROLES
+
+# When upstream's controller has separated an instance whose pods all stopped (ACTIVE -> INACTIVE, after which a new
+# registration creates the instance anew). Upstream exposes no instance state on the controller's API (only
+# /observability/inventory, which is off unless observability is enabled), so the roll waits this bound:
+# - the heartbeat timeout of an ACTIVE instance: DEFAULT_ACTIVE_HEARTBEAT_TIMEOUT = 10 s
+#   (motor/common/resources/instance.py:27, read by is_all_endpoints_alive, instance.py:293-299; the controller's
+#   instance_config.instance_heartbeat_timeout is not passed to it, instance_manager.py:593);
+# - the management loop that checks it every instance_manager_check_interval = 1 s (motor/config/controller.py:74,
+#   instance_manager.py:583-601), counted twice (the check just missed, and the loop's own pass);
+# - on a timeout it asks every node manager of the instance once before separating it (_handle_inactive ->
+#   _check_node_managers_status, instance_manager.py:623-646, 687-730): a stopped pod's port refuses at once, a
+#   black-holed one takes SafeHTTPSClient's 5 s timeout (motor/common/http/http_client.py:43).
+# The heartbeats stop when the pods stop, so the bound counts from the end of the stop.
+HEARTBEAT_TIMEOUT_S = 10
+CHECK_INTERVAL_S = 1
+STATUS_QUERY_S = 5
+SEPARATION_S = HEARTBEAT_TIMEOUT_S + 2 * CHECK_INTERVAL_S + STATUS_QUERY_S
 
 
 def image_only(old: dict, new: dict) -> bool:
@@ -56,8 +79,9 @@ def upgrade_work(result: dict, existing: dict, image: str, readiness: list) -> d
     """What the roll of ``result`` (``diff.reconcile``) needs: ``control_plane``, the control-plane containers this
     deploy restarts; ``wait``, the readiness checks that must hold before the first engine instance stops (when the
     control plane restarts, else none; without the engines ``left_behind``); ``order``, the instances in roll
-    order; ``previous_image`` and ``image`` (empty when the roll is no image change) and ``rollback``, what to run
-    when the roll stops."""
+    order; ``previous_image`` and ``image`` (empty when the roll is no image change); ``rollback``, what to run
+    when the roll stops; ``separation_s``, the seconds each instance waits between the stop of its pods and the
+    start of the new ones (``SEPARATION_S``)."""
     rolling = result.get("rolling") or []
     control = [r["container"] for r in result.get("actions") or []
                if r["role"] not in ENGINE_ROLES and r["action"] in ("create", "recreate")]
@@ -67,4 +91,4 @@ def upgrade_work(result: dict, existing: dict, image: str, readiness: list) -> d
                 "host); the instances not yet replaced still run it" % before) if upgrade else ""
     return {"control_plane": control, "wait": list(readiness) if rolling and control else [],
             "order": [inst["job_name"] for inst in rolling], "previous_image": before if upgrade else "",
-            "image": image if upgrade else "", "rollback": rollback}
+            "image": image if upgrade else "", "rollback": rollback, "separation_s": SEPARATION_S}
