@@ -10,13 +10,13 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/.build/collections
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help test demo demo-down bench venv collection-link docker images tools unit lint sanity integration known-failures molecule conformance clean
+.PHONY: help test demo demo-down bench venv collection-link docker images tools unit lint sanity integration rolls fleet-faults known-failures molecule conformance clean
 
 help:
 	@echo "make test   install what is missing (venv, Docker engine, base images), run every test"
 	@echo "make demo   run the main job on the embedded default configuration"
 	@echo "make bench  run the benchmarks on demand (not part of make test): one table of ratios, see bench/README.md"
-	@echo "parts: venv docker images tools unit lint sanity integration molecule conformance clean; on demand: known-failures"
+	@echo "parts: venv docker images tools unit lint sanity integration rolls fleet-faults molecule conformance clean; on demand: known-failures"
 
 # The venv is rebuilt only when the pins change.
 $(VENV)/.installed: requirements.txt constraints.txt
@@ -56,8 +56,17 @@ KNOWN_CONFORMANCE_FAILURES := $(foreach kind,engine_kill controller_kill engine_
   tests/conformance/test_deploy.py::test_fault_heals_without_a_command_then_rerun_and_verify_pass[pd_separation-$(kind)])
 KNOWN_FAILURES :=
 
+# The rolling upgrade under load (engines that load for 60 s, about 20 minutes mostly waiting) and the 24-host
+# simulated fleet with a refused and a black-holed host run in a lane of their own (scripts/run_tests.sh).
 integration: venv images
-	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration
+	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration \
+	  --ignore=tests/integration/test_upgrade.py --ignore=tests/integration/test_fleet_faults.py
+
+rolls: venv images
+	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration/test_upgrade.py
+
+fleet-faults: venv images
+	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration/test_fleet_faults.py
 
 known-failures: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib $(KNOWN_FAILURES) $(foreach t,$(KNOWN_CONFORMANCE_FAILURES),'$(t)')
@@ -78,7 +87,8 @@ molecule: venv images
 	    ../$(BIN)/molecule test -s $$s || exit 1; done; \
 	else echo "no molecule scenarios yet"; fi
 
-# Two lanes at once (scripts/run_tests.sh): unit, lint, sanity, conformance | integration, molecule.
+# Three lanes at once (scripts/run_tests.sh): unit, lint, sanity, conformance | integration, molecule | rolls,
+# fleet-faults.
 test: venv images tools
 	bash scripts/run_tests.sh
 	@echo "make test: all parts passed"
