@@ -52,8 +52,7 @@ sanity: venv
 	bash scripts/run_sanity.sh
 
 # Known failures on the merged tree of stop 30 (README "Known failures"): on demand with `make known-failures`.
-KNOWN_CONFORMANCE_FAILURES := $(foreach kind,engine_kill controller_kill engine_dockerd,\
-  tests/conformance/test_deploy.py::test_fault_heals_without_a_command_then_rerun_and_verify_pass[pd_separation-$(kind)])
+KNOWN_CONFORMANCE_FAILURES :=
 KNOWN_FAILURES := tests/integration/test_upgrade.py tests/integration/test_fleet_faults.py \
   tests/integration/test_host_failure.py::test_a_host_failing_in_the_tier_steps_leaves_out_only_what_needs_it_and_rerun_converges \
   tests/integration/test_host_failure.py::test_what_started_of_an_instance_whose_other_host_failed_is_stopped_again
