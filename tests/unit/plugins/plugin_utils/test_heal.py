@@ -130,7 +130,7 @@ def test_an_engine_pod_repair_freezes_its_processes_for_the_hold_before_it_ends_
                                sleep=slept.append, hold=heal.POD_HOLD)
     assert pids == [7, 42] and slept == [heal.POD_HOLD]
     assert sent == [(7, signal.SIGSTOP), (42, signal.SIGSTOP), (7, signal.SIGKILL), (42, signal.SIGKILL)]
-    assert heal.POD_SETTLE + heal.POD_HOLD < heal.CONTROLLER_POD_SETTLE  # the pod's repair is over before the controller's
+    assert heal.POD_SETTLE + heal.POD_HOLD < heal.CONTROLLER_POD_SETTLE  # the pod's repair ends before the controller's
 
 
 def test_the_healer_script_runs_alone_on_the_standard_library(tmp_path):
