@@ -10,13 +10,13 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/.build/collections
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help test demo demo-down bench venv collection-link docker images tools unit lint sanity integration rolls fleet-faults known-failures molecule conformance clean
+.PHONY: help test demo demo-down bench venv collection-link docker images tools unit lint sanity integration rolls fleet-faults molecule conformance clean
 
 help:
 	@echo "make test   install what is missing (venv, Docker engine, base images), run every test"
 	@echo "make demo   run the main job on the embedded default configuration"
 	@echo "make bench  run the benchmarks on demand (not part of make test): one table of ratios, see bench/README.md"
-	@echo "parts: venv docker images tools unit lint sanity integration rolls fleet-faults molecule conformance clean; on demand: known-failures"
+	@echo "parts: venv docker images tools unit lint sanity integration rolls fleet-faults molecule conformance clean"
 
 # The venv is rebuilt only when the pins change.
 $(VENV)/.installed: requirements.txt constraints.txt
@@ -51,11 +51,6 @@ lint: venv
 sanity: venv
 	bash scripts/run_sanity.sh
 
-# Known failures on the merged tree of stop 30 (README "Known failures"): on demand with `make known-failures`.
-KNOWN_CONFORMANCE_FAILURES := $(foreach kind,engine_kill controller_kill engine_dockerd,\
-  tests/conformance/test_deploy.py::test_fault_heals_without_a_command_then_rerun_and_verify_pass[pd_separation-$(kind)])
-KNOWN_FAILURES :=
-
 # The rolling upgrade under load (engines that load for 60 s, about 20 minutes mostly waiting) and the 24-host
 # simulated fleet with a refused and a black-holed host run in a lane of their own (scripts/run_tests.sh).
 integration: venv images
@@ -68,17 +63,13 @@ rolls: venv images
 fleet-faults: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration/test_fleet_faults.py
 
-known-failures: venv images
-	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib $(KNOWN_FAILURES) $(foreach t,$(KNOWN_CONFORMANCE_FAILURES),'$(t)')
-
 # Against the real upstream PyMotor and Mooncake (../shared/upstream or MOTOR_UPSTREAM_*): skipped with the reason
 # when they are absent. First run builds the conformance image (~2 min) and the real conductor (~2 min); both are
 # cached by content (tests/conformance/build_image.py, conductor_image.py).
 conformance: venv images
 	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
 	if [ -n "$$reason" ]; then echo "make conformance: SKIPPED: $$reason"; else \
-	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs --import-mode=importlib tests/conformance \
-	    $(foreach t,$(KNOWN_CONFORMANCE_FAILURES),--deselect='$(t)'); fi
+	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs --import-mode=importlib tests/conformance; fi
 
 # molecule 26 finds a collection's scenarios under extensions/molecule/ (it ignores molecule/).
 molecule: venv images

@@ -57,6 +57,12 @@ DEFAULTS = {"interval": 5, "settle": 40, "backoff_max": 600, "stop_grace": 10,
 # pod's own repair so that a pod the controller merely dropped at start (the registration race) costs no restart of it
 POD_SETTLE = 30
 CONTROLLER_POD_SETTLE = 75
+# an engine pod's repair first freezes its processes (SIGSTOP) for POD_HOLD s, then ends them: its node manager does
+# not answer for that long, so the controller, which asks it on every round of an instance whose heartbeats timed out
+# (instance_manager.py _handle_inactive), surely finds it down and separates the instance (DEL to the coordinator);
+# a restart alone keeps it down for about a second, which a loaded controller misses, and then the controller's own
+# healer restarts the controller, which leaves the stale instance in the coordinator
+POD_HOLD = 20
 STALLED_POD = ("its node manager answers normal with no endpoint and none of its engines answers: its start command "
                "never came (upstream's controller answers the registration of an assembled instance 'already "
                "registered', instance_assembler.py register, and keeps it ACTIVE while its node managers answer "
@@ -161,12 +167,20 @@ def _save(path, state):
     os.replace(tmp, path)
 
 
-def end_controller(grace, own_pid=None, proc="/proc", kill=os.kill, sleep=time.sleep):
+def end_controller(grace, own_pid=None, proc="/proc", kill=os.kill, sleep=time.sleep, hold=0):
     """End every process of the container but PID 1 (upstream's boot.sh, which then ends) and this one: SIGTERM,
-    SIGKILL after ``grace`` s. Returns the pids signalled."""
+    SIGKILL after ``grace`` s. With ``hold``: SIGSTOP them first, and SIGKILL them ``hold`` s later (nothing of the
+    container answers meanwhile). Returns the pids signalled."""
     own_pid = own_pid or os.getpid()
     pids = sorted(int(p) for p in os.listdir(proc) if p.isdigit() and int(p) not in (1, own_pid))
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    if hold:
+        for pid in pids:
+            try:
+                kill(pid, signal.SIGSTOP)
+            except OSError:
+                pass
+        sleep(hold)
+    for sig in (signal.SIGKILL,) if hold else (signal.SIGTERM, signal.SIGKILL):
         alive = []
         for pid in pids:
             try:
@@ -186,7 +200,7 @@ class Healer:
     def __init__(self, config, get=get_json, clock=time.time, act=None, answer=get_answer):
         self.config = dict(DEFAULTS, **config)
         self.get, self.clock, self.answer = get, clock, answer
-        self.act = act or (lambda: end_controller(self.config["stop_grace"]))
+        self.act = act or (lambda: end_controller(self.config["stop_grace"], hold=self.config.get("hold", 0)))
         self.since = None  # when the coordinator rule started to hold (in a row)
         self.stalled = {}  # pod -> since when its start command has not come (reset only once it came)
         self.served = False  # this round a watched pod got its start command (its own healer: the repair worked)
@@ -217,8 +231,10 @@ class Healer:
             held = self._stalled_pods({config["pod"]: config}, now).get(config["pod"])
             if held is None:
                 return None
-            return ("restarting this engine pod %s (its processes end, Docker's restart policy starts it again and its "
-                    "node manager registers anew)" % config["pod"], STALLED_POD, held, config["settle"])
+            return ("restarting this engine pod %s (its processes freeze for %s s, so the controller finds its node "
+                    "manager down and separates the instance, then end; Docker's restart policy starts it again and "
+                    "its node manager registers anew)" % (config["pod"], config.get("hold", 0)), STALLED_POD, held,
+                    config["settle"])
         if config.get("instances_file"):  # rewritten by a deploy that scales: read every round
             config = dict(config, instances=_load(config["instances_file"]))
         pods = {name: pod for inst in config["instances"].values() for name, pod in (inst.get("pods") or {}).items()}

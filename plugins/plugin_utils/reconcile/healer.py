@@ -66,8 +66,8 @@ def healer_files(plan: dict) -> dict:
                   instances_file="%s/%s" % (controller["configmap_path"], HEALER_INSTANCES))
     out = {controller["name"]: dict(code, **{HEALER_CONFIG: _text(config)})}
     for name, pod in _pods(plan).items():
-        config = dict(heal.DEFAULTS, settle=heal.POD_SETTLE, pod=name, node_manager=pod["node_manager"],
-                      engines=pod["engines"])
+        config = dict(heal.DEFAULTS, settle=heal.POD_SETTLE, hold=heal.POD_HOLD, pod=name,
+                      node_manager=pod["node_manager"], engines=pod["engines"])
         out[name] = dict(code, **{HEALER_CONFIG: _text(config)})
     return out
 

@@ -119,6 +119,20 @@ def test_end_controller_spares_pid_1_and_itself(tmp_path):
     assert sent == [(7, signal.SIGTERM), (42, signal.SIGTERM), (7, signal.SIGKILL), (42, signal.SIGKILL)]
 
 
+def test_an_engine_pod_repair_freezes_its_processes_for_the_hold_before_it_ends_them(tmp_path):
+    """Its node manager then does not answer for ``hold`` s: the controller's check of a timed-out instance finds it
+    down (a plain restart is down for about a second, which a loaded controller misses)."""
+    proc = tmp_path / "proc"
+    for pid in ("1", "7", "8", "42"):
+        (proc / pid).mkdir(parents=True)
+    sent, slept = [], []
+    pids = heal.end_controller(3, own_pid=8, proc=str(proc), kill=lambda pid, sig: sent.append((pid, sig)),
+                               sleep=slept.append, hold=heal.POD_HOLD)
+    assert pids == [7, 42] and slept == [heal.POD_HOLD]
+    assert sent == [(7, signal.SIGSTOP), (42, signal.SIGSTOP), (7, signal.SIGKILL), (42, signal.SIGKILL)]
+    assert heal.POD_SETTLE + heal.POD_HOLD < heal.CONTROLLER_POD_SETTLE  # the pod's repair ends before the controller's
+
+
 def test_the_healer_script_runs_alone_on_the_standard_library(tmp_path):
     script = tmp_path / HEALER_SCRIPT
     for name, text in healer_files(seed_plan())["mindie-motor-controller"].items():
@@ -148,7 +162,7 @@ def test_controller_config_directory_gets_the_healer_and_boot_starts_it():
     assert HEALER_INSTANCES in maps[controller]["files"]
     for pod in engine_pods:  # each engine pod watches itself: its own node manager and engines
         config = json.loads(files[pod][HEALER_CONFIG])
-        assert config["pod"] == pod and config["settle"] == heal.POD_SETTLE
+        assert config["pod"] == pod and config["settle"] == heal.POD_SETTLE and config["hold"] == heal.POD_HOLD
         assert config["node_manager"] == pods[pod]["node_manager"] and config["engines"] == pods[pod]["engines"]
         assert maps[pod]["prepend"]["boot.sh"].startswith(HEALER_BLOCK)
     assert all(not m["prepend"] for name, m in maps.items() if name != controller and name not in engine_pods)
