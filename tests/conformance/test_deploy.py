@@ -228,6 +228,11 @@ def _fault(c: Cluster, kind: str, pods: dict) -> tuple[str, dict]:
     elif kind == "controller_kill":
         host, target = c.control()["name"], f"{c.job}-controller"
         restarts = {target: host}
+    elif kind == "coordinator_pause":  # a hung coordinator: its health check fails, the per-host healer restarts it
+        host, target = c.control()["name"], f"{c.job}-coordinator"
+        rc, out = simctl.host_exec(host, f"docker pause {target}")
+        assert rc == 0, out
+        return f"{target} frozen (docker pause)", {target: host}
     else:
         simctl.restart_dockerd(host)
         return f"Docker engine of {host} restarted", {name: h for name, (h, dummy) in pods.items() if h == host}
@@ -236,7 +241,7 @@ def _fault(c: Cluster, kind: str, pods: dict) -> tuple[str, dict]:
     return f"main process of {target} SIGKILLed", restarts
 
 
-@pytest.mark.parametrize("kind", ["engine_kill", "controller_kill", "engine_dockerd"])
+@pytest.mark.parametrize("kind", ["engine_kill", "controller_kill", "coordinator_pause", "engine_dockerd"])
 def test_fault_heals_without_a_command_then_rerun_and_verify_pass(cluster, kind):
     """Issue 33: each fault, then (once the containers it hit started again) every engine pod serves and the job is
     ready and answers chat through the coordinator, with no command run (time recorded); then deploy.yml changes
@@ -245,7 +250,7 @@ def test_fault_heals_without_a_command_then_rerun_and_verify_pass(cluster, kind)
     pods = _engine_pods(cluster)
     assert _serving(cluster) and _pods_serve(cluster, pods), "the job does not serve before the fault"
     hosts = {name: host for name, (host, dummy) in pods.items()}
-    hosts[f"{cluster.job}-controller"] = cluster.control()["name"]
+    hosts[f"{cluster.job}-controller"] = hosts[f"{cluster.job}-coordinator"] = cluster.control()["name"]
     before = {name: _started(cluster, host, name) for name, host in hosts.items()}
     started = time.monotonic()
     what, restarts = _fault(cluster, kind, pods)
