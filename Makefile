@@ -10,13 +10,13 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/.build/collections
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help test demo demo-down bench venv collection-link docker images tools unit lint sanity integration rolls fleet-faults molecule conformance clean
+.PHONY: help test demo demo-down bench venv collection-link docker images tools unit lint sanity integration rolls fleet-faults molecule conformance conformance-rolls clean
 
 help:
 	@echo "make test   install what is missing (venv, Docker engine, base images), run every test"
 	@echo "make demo   run the main job on the embedded default configuration"
 	@echo "make bench  run the benchmarks on demand (not part of make test): one table of ratios, see bench/README.md"
-	@echo "parts: venv docker images tools unit lint sanity integration rolls fleet-faults molecule conformance clean"
+	@echo "parts: venv docker images tools unit lint sanity integration rolls fleet-faults molecule conformance conformance-rolls clean"
 
 # The venv is rebuilt only when the pins change.
 $(VENV)/.installed: requirements.txt constraints.txt
@@ -70,7 +70,14 @@ fleet-faults: venv images
 conformance: venv images
 	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
 	if [ -n "$$reason" ]; then echo "make conformance: SKIPPED: $$reason"; else \
-	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs --import-mode=importlib tests/conformance; fi
+	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs --import-mode=importlib tests/conformance -m "not rolls"; fi
+
+# The rolling upgrade and rollback under load on the real control plane (tests/conformance/test_upgrade.py, engines
+# that load for 60 s: about 20 minutes mostly waiting; on demand, like rolls).
+conformance-rolls: venv images
+	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
+	if [ -n "$$reason" ]; then echo "make conformance-rolls: SKIPPED: $$reason"; else \
+	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs -s --import-mode=importlib tests/conformance -m rolls; fi
 
 # molecule 26 finds a collection's scenarios under extensions/molecule/ (it ignores molecule/).
 molecule: venv images

@@ -38,3 +38,8 @@ def conformance_conductor_image(conformance_image) -> str:  # noqa: ARG001 (buil
     if reason:
         pytest.skip(reason)
     return conductor_image.ensure_conductor_image()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "rolls: the rolling upgrade under load (make conformance-rolls, not in make "
+                            "conformance)")

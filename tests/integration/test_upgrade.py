@@ -14,16 +14,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 import simctl
 from fault_support import REPO
+from roll_load import classify, post_chat, under_load, window
 from support import playbook, recap_changed
 
 PREFIX = "pymotor-upgrade" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
@@ -33,45 +30,8 @@ NEW = "local/pymotor-upgrade:2"
 BAD = "local/pymotor-upgrade:bad"  # its engines never answer: a model load that never ends
 LOAD_SECONDS = 60
 FAST = ("-e", "motor_service_ready_timeout=400", "-e", "motor_service_ready_delay=1")
-WINDOW = re.compile(r"control plane unavailable window: at most ([0-9.]+) s \((.*?) restarted; from ([0-9.]+)\s+"
-                    r"to ([0-9.]+), epoch")
 
 pytestmark = pytest.mark.docker
-
-
-def post_chat(url: str, model: str) -> int:
-    body = json.dumps({"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "hello"}]}).encode()
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            resp.read()
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return 0
-
-
-class Client(threading.Thread):
-    """Chat requests back to back through the coordinator: (start, end, status) of each."""
-
-    def __init__(self, url: str, model: str):
-        super().__init__(daemon=True)
-        self.url, self.model, self.done, self.results = url, model, threading.Event(), []
-
-    def run(self):
-        while not self.done.is_set():
-            start = time.time()
-            status = post_chat(self.url, self.model)
-            self.results.append((start, time.time(), status))
-            if status != 200:
-                time.sleep(0.05)
-
-
-def longest_gap(results: list) -> float:
-    """The longest time in seconds between two answered (200) requests, the client's longest outage."""
-    ends = sorted(end for _, end, status in results if status == 200)
-    return round(max((b - a for a, b in zip(ends, ends[1:])), default=0.0), 1)
 
 
 def new_image(base: str, tag: str, extra: str = "") -> None:
@@ -118,27 +78,15 @@ def cluster(tmp_path_factory):
 def roll_under_load(cluster, image: str, *extra: str, check: bool = True) -> tuple:
     """Deploy ``image`` while a client sends chat back to back; the counts and the playbook's result."""
     assert post_chat(cluster["chat"], cluster["model"]) == 200, "the job does not serve before the roll"
-    client = Client(cluster["chat"], cluster["model"])
-    client.start()
-    try:
-        result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, *extra, image=image,
-                          timeout=1500, check=check)
-    finally:
-        client.done.set()
-        client.join(timeout=60)
-    found = WINDOW.search(" ".join(result.stdout.split()))
-    assert found, "no control plane window printed:\n" + result.stdout[-4000:]
-    took, restarted, start, end = float(found[1]), found[2], float(found[3]), float(found[4])
-    failed = [r for r in client.results if r[2] != 200]
-    outside = [r for r in failed if r[1] < start or r[0] > end]
-    counts = {"image": image, "requests": len(client.results), "failed": len(failed),
-              "failed_outside_window": len(outside), "window_s": round(took, 1), "restarted": restarted,
-              "failed_in_window_s": round(max((r[1] for r in failed), default=start) - start, 1),
-              "longest_gap_s": longest_gap(client.results)}
+    results, result = under_load(cluster["chat"], cluster["model"], lambda: playbook(
+        "deploy.yml", cluster["inventory"], cluster["config"], *FAST, *extra, image=image, timeout=1500, check=check))
+    printed = window(result.stdout)
+    assert printed, "no control plane window printed:\n" + result.stdout[-4000:]
+    counts, outside = classify(results, printed, image)
     print("roll to %s: %s" % (image, counts))
     assert "image changed" in result.stdout and "rolling" in result.stdout, result.stdout[-4000:]
     assert not outside, f"{len(outside)} request(s) failed outside the control plane's window {counts}: {outside[:10]}"
-    assert len(client.results) > 100, counts  # the client really ran through the roll
+    assert len(results) > 100, counts  # the client really ran through the roll
     return counts, result
 
 
