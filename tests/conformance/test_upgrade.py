@@ -149,8 +149,12 @@ def _roll(c: Cluster, image: str) -> None:
     counts, outside = classify(results, printed, image) if printed else ({"image": image}, [])
     counts.update(deploy_rc=result.returncode, deploy_s=round(took))
     c.rolls.append(counts)
-    note(f"roll to {image}: {json.dumps(counts)}"
-         + (f"\n  failed outside the window (start, end, status): {outside[:20]}" if outside else ""))
+    note(f"roll to {image}: {json.dumps(counts)}")
+    # the roll's evidence before the next roll recreates the control plane's containers
+    stem = EVIDENCE.with_suffix("").name + f"-roll{len(c.rolls)}"
+    (EVIDENCE.parent / f"{stem}-deploy.log").write_text(result.stdout)
+    for part in ("coordinator", "controller"):
+        (EVIDENCE.parent / f"{stem}-{part}.log").write_text(logs_text(c.hosts, f"{JOB}-{part}", 100000))
     print("roll to %s: %s" % (image, counts))
     assert result.returncode == 0, c.explain(result)
     assert printed, "no control plane window printed:\n" + result.stdout[-4000:]

@@ -4,6 +4,7 @@ stand-in roll (tests/integration/test_upgrade.py) and the real control plane's (
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import subprocess
@@ -60,6 +61,11 @@ def window(stdout: str) -> tuple[float, str, float, float] | None:
     return (float(found[1]), found[2], float(found[3]), float(found[4])) if found else None
 
 
+def utc(epoch: float) -> str:
+    """An epoch time as HH:MM:SS.s UTC (evidence logs)."""
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%H:%M:%S.%f")[:10]
+
+
 def classify(results: list, printed: tuple[float, str, float, float], image: str) -> tuple[dict, list]:
     """The counts of a roll (requests, failed, failed inside/outside the window, window, longest gap) and the failed
     requests outside the window (a request that overlaps the window in any way counts as inside)."""
@@ -72,6 +78,8 @@ def classify(results: list, printed: tuple[float, str, float, float], image: str
     counts = {"image": image, "requests": len(results), "failed": len(failed),
               "failed_inside_window": len(failed) - len(outside), "failed_outside_window": len(outside),
               "outside_statuses": statuses, "window_s": round(took, 1), "restarted": restarted,
+              "window_utc": f"{utc(start)}-{utc(end)}",
+              "outside_utc": [f"{utc(r[0])}-{utc(r[1])} {r[2]}" for r in outside],
               "failed_in_window_s": round(max((r[1] for r in failed if r not in outside), default=start) - start, 1),
               "roll_s": round(results[-1][1] - results[0][0], 1) if results else 0.0,
               "longest_gap_s": longest_gap(results)}
