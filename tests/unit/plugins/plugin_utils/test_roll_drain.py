@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -18,8 +19,10 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile import ro
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import spec_digest
 
-from test_motor_reconcile import deployed
-from test_roll_separation import PYMOTOR, REPO, line, needs_upstream
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers of the neighbouring tests (importlib mode)
+
+from test_motor_reconcile import deployed  # noqa: E402
+from test_roll_separation import PYMOTOR, REPO, line, needs_upstream  # noqa: E402
 
 SEED = REPO / "examples" / "seed_pd_separation"
 HOSTS = {
