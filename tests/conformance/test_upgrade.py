@@ -105,8 +105,8 @@ class Cluster:
         found = {}
         for host in self.hosts:
             out = simctl.host_exec(host["name"], "docker ps --format '{{.Names}} {{.Image}}'")[1]
-            found.update({name: (host, image) for name, image in (line.split() for line in out.splitlines()
-                                                                   if len(line.split()) == 2) if ENGINE.match(name)})
+            rows = [line.split() for line in out.splitlines() if len(line.split()) == 2]
+            found.update({name: (host, image) for name, image in rows if ENGINE.match(name)})
         return found
 
     def explain(self, result=None) -> str:
@@ -160,9 +160,9 @@ def _roll(c: Cluster, image: str) -> None:
     assert printed, "no control plane window printed:\n" + result.stdout[-4000:]
     assert "image changed" in result.stdout and "rolling" in result.stdout, result.stdout[-4000:]
     engines = c.engines()
-    assert len(engines) == 2 * INSTANCES and {img for _, img in engines.values()} == {image}, engines
+    assert len(engines) == 2 * INSTANCES and {run[1] for run in engines.values()} == {image}, engines
     loaded = {name: "[conformance-engine] engine ready" in simctl.host_exec(
-        host["name"], ["docker", "logs", "--since", since, name])[1] for name, (host, _) in engines.items()}
+        run[0]["name"], ["docker", "logs", "--since", since, name])[1] for name, run in engines.items()}
     assert all(loaded.values()), f"engines that did not load again in the roll: {loaded}"
     status, body = http(c.coordinator("mgmt_port", "/readiness"))
     assert status == 200 and isinstance(body, dict) and body.get("ready") is True, f"{status} {body}"
