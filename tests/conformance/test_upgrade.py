@@ -146,7 +146,8 @@ def _roll(c: Cluster, image: str) -> None:
     results, result = under_load(url, c.model, lambda: c.playbook("deploy.yml", image))
     took = time.monotonic() - started
     printed = window(result.stdout)
-    counts, outside = classify(results, printed, image) if printed else ({"image": image}, [])
+    counts, outside = classify(results, printed, image) if printed else (
+        {"image": image, "requests": len(results), "failed": sum(r[2] != 200 for r in results)}, [])
     counts.update(deploy_rc=result.returncode, deploy_s=round(took))
     c.rolls.append(counts)
     note(f"roll to {image}: {json.dumps(counts)}")
