@@ -13,6 +13,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import change_table, reconcile
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.drain import drain_requests, drained_endpoints
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.not_ready import readiness_failure
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import drain_event
 
 
 def motor_reconcile(plan, parts, existing):
@@ -24,6 +25,7 @@ def motor_reconcile(plan, parts, existing):
 
 motor_reconcile_drain_requests = drain_requests  # Conductor /unregister bodies for the drained containers.
 motor_reconcile_drained = drained_endpoints  # Endpoints of drained containers the conductor still lists.
+motor_reconcile_drain_event = drain_event  # The coordinator "del" that takes a rolled instance out of its routing.
 motor_reconcile_table = change_table  # Render the changes as text.
 motor_reconcile_needing = needing  # The containers that need a failed host.
 motor_reconcile_not_ready = readiness_failure  # The lines of a failed readiness wait: condition, cause, fix, log tails.
@@ -38,6 +40,7 @@ class FilterModule:
             "motor_reconcile": motor_reconcile,
             "motor_reconcile_drain_requests": motor_reconcile_drain_requests,
             "motor_reconcile_drained": motor_reconcile_drained,
+            "motor_reconcile_drain_event": motor_reconcile_drain_event,
             "motor_reconcile_table": motor_reconcile_table,
             "motor_reconcile_not_ready": motor_reconcile_not_ready,
             "motor_reconcile_needing": motor_reconcile_needing,

@@ -21,6 +21,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import container_needs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, spec_digest
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import roll_drain
 
 REPO = Path(__file__).resolve().parents[2]
 FILTER_DIR = REPO / "plugins" / "filter"
@@ -141,6 +142,18 @@ def conductor_services(result):
              "InstanceID": "vllm-prefill-1", "TenantID": "default", "DPRank": rank} for rank in drained["dp_ranks"]]
 
 
+def drain_event_output():
+    """The "del" of the first prefill instance of 2 rolling, while the conductor lists its ranks as vllm-prefill-3."""
+    plan = plan_of(2)
+    first = next(c for c in plan["containers"] if c["role"] == "prefill")
+    members = [c for c in plan["containers"] if c["job_name"] == first["job_name"]]
+    drain = roll_drain(plan, {"job_name": first["job_name"], "role": "prefill"}, members)
+    services = [{"Endpoint": f"tcp://{c['ip']}:{plan['kv_events']['endpoint_port'] + rank}",
+                 "InstanceID": "vllm-prefill-3", "TenantID": "default", "DPRank": rank}
+                for c in members for rank in c["dp_ranks"]]
+    return FILTERS["motor_reconcile_drain_event"](drain, services)
+
+
 def inspected_prefill(plan):
     """docker inspect of the running prefill container of ``plan``, started 2h3m before 2026-01-01T02:03:00Z."""
     c = next(c for c in plan["containers"] if c["role"] == "prefill")
@@ -211,6 +224,7 @@ REAL_OUTPUT = {
     "motor_reconcile_table": lambda: FILTERS["motor_reconcile_table"](scale_in()[1]),
     "motor_reconcile_drain_requests": lambda: drain_output("motor_reconcile_drain_requests"),
     "motor_reconcile_drained": lambda: drain_output("motor_reconcile_drained"),
+    "motor_reconcile_drain_event": drain_event_output,
     # what needs the second engine host of 2 prefill instances on the example inventory
     "motor_reconcile_needing": lambda: FILTERS["motor_reconcile_needing"](container_needs(plan_of(2)), ["npu-a2-02"]),
     "motor_ops": lambda: healthy_report(plan_of()),

@@ -48,6 +48,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import roll_drain
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import left_behind, upgrade_work
 
 
@@ -231,7 +232,8 @@ def _instance_runs(plan: dict, members: list, result: dict, judged: dict, restar
 
 
 def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
-    """Per engine instance of the rolling restart: its motor_containers runs per host and its readiness checks."""
+    """Per engine instance of the rolling restart: its motor_containers runs per host, its readiness checks and how
+    it leaves the coordinator's routing before its pods stop (``roll_drain``)."""
     by_name = {c["name"]: c for c in plan.get("containers") or []}
     out = []
     for instance in result.get("rolling") or []:
@@ -240,7 +242,8 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
         stuck += [{"name": c["name"], "host": c["host"]} for c in by_name.values() if c["role"] == "coordinator"]
         out.append({"job_name": instance["job_name"], "reason": instance["reason"],
                     "runs": _instance_runs(plan, members, result, judged),
-                    "checks": instance_checks(plan, instance, members, timeouts), "stuck": stuck})
+                    "checks": instance_checks(plan, instance, members, timeouts), "stuck": stuck,
+                    "drain": roll_drain(plan, instance, members)})
     return out
 
 

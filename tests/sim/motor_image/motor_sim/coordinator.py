@@ -149,6 +149,29 @@ class Conductor:
         return {inst: {int(rank): n for rank, n in (hit.get("DP") or {}).items()} for inst, hit in hits.items()}
 
 
+# upstream's InsEventMsg (motor/common/resources/http_msg_spec.py:132-140) and the required fields of its Instance
+# (motor/common/resources/instance.py:140-143)
+INSTANCE_REQUIRED = {"job_name": str, "model_name": str, "id": int, "role": str}
+
+
+def refresh_problem(body) -> str:
+    """Why upstream's management server refuses a /instances/refresh body ("" when it parses)."""
+    if not isinstance(body, dict) or not body:
+        return "Request body cannot be empty"
+    if body.get("event") not in ("add", "del", "set"):
+        return f"event: not one of add, del, set ({body.get('event')!r})"
+    if not isinstance(body.get("instances"), list):
+        return "instances: a list is required"
+    for n, inst in enumerate(body["instances"]):
+        if not isinstance(inst, dict):
+            return f"instances.{n}: not an object"
+        for key, kind in INSTANCE_REQUIRED.items():
+            value = inst.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                return f"instances.{n}.{key}: field required ({kind.__name__})"
+    return ""
+
+
 class Coordinator:
     def __init__(self, user_config: dict):
         self.user_config = user_config
@@ -205,10 +228,10 @@ class Coordinator:
     def refresh(self, body: dict, _handler) -> tuple:
         """Upstream's refresh_instances (motor/coordinator/domain/instance_manager.py): "add" adds (or replaces) the
         given instances by id, "del" removes them, "set" makes the given list the whole set."""
-        given = body.get("instances") or []
-        event = body.get("event") or "set"
-        if event not in ("add", "del", "set"):
-            return 400, {"detail": f"unknown event type {event}"}
+        problem = refresh_problem(body)
+        if problem:  # upstream: InsEventMsg(**body) fails -> 400 (management_server.py:350-358)
+            return 400, {"detail": f"Invalid request format: {problem}"}
+        given, event = body["instances"], body["event"]
         with self.lock:
             ids = {i["id"] for i in given}
             kept = [] if event == "set" else [i for i in self.instances if i["id"] not in ids]

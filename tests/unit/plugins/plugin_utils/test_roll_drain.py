@@ -1,0 +1,197 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""A rolled prefill/union instance leaves the coordinator's routing before its pods stop (reconcile/roll_drain.py,
+roles/motor_service/tasks/roll_drain.yml): upstream's "del" event, the id read from the KV conductor. The event is
+checked against upstream's models in ../shared/upstream (those tests skip when absent)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile import roll_drain
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import spec_digest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers of the neighbouring tests (importlib mode)
+
+from test_motor_reconcile import deployed  # noqa: E402
+from test_roll_separation import PYMOTOR, REPO, line, needs_upstream  # noqa: E402
+
+SEED = REPO / "examples" / "seed_pd_separation"
+HOSTS = {
+    "h1": {"motor_host_ip": "10.0.0.1", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
+    "h2": {"motor_host_ip": "10.0.0.2", "group_names": ["motor_engine_hosts"], "motor_hardware_type": "800I_A2"},
+    "ctl": {"motor_host_ip": "10.0.0.9", "group_names": ["motor_control_hosts"]},
+}
+TASKS = REPO / "roles" / "motor_service" / "tasks"
+
+
+def make_plan(p=2, d=2, mutate=None):
+    user = json.loads((SEED / "user_config.json").read_text())
+    user["motor_deploy_config"].update(p_instances_num=p, d_instances_num=d)
+    if mutate:
+        mutate(user)
+    return build_plan(normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
+
+
+def rolling(plan):
+    """(rolling entry as diff.reconcile gives it: job_name, role, containers; its plan containers) per instance."""
+    by_job = {}
+    for c in plan["containers"]:
+        if c["tier"] == 2:
+            by_job.setdefault(c["job_name"], []).append(c)
+    return [({"job_name": job, "role": members[0]["role"],
+              "containers": [{"name": c["name"], "host": c["host"]} for c in members]}, members)
+            for job, members in by_job.items()]
+
+
+def services_of(plan, ids):
+    """The conductor's GET /services as the coordinator registers every prefill DP rank (conductor_api_client.py)."""
+    out = []
+    for r in roll_drain.kv_endpoint_ranges(plan):
+        job = next(c["job_name"] for c in plan["containers"] if c["name"] == r["container"])
+        out.append({"Endpoint": "%s:%d" % (r["at"], r["first"]), "InstanceID": "vllm-prefill-%d" % ids[job],
+                    "DPRank": 0, "TenantID": ""})
+    return out
+
+
+def test_a_prefill_instance_with_another_one_serving_drains_with_a_del_to_the_coordinators_management_port():
+    plan = make_plan()
+    (inst, members), = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"][:1]
+    drain = roll_drain.roll_drain(plan, inst, members)
+    assert drain["how"] == "del"
+    assert drain["refresh"] == "http://%s:%s/instances/refresh" % (plan["coordinator"]["ip"],
+                                                                   plan["coordinator"]["mgmt_port"])
+    assert drain["services"].endswith("/services")
+    assert {e["container"] for e in drain["endpoints"]} == {c["name"] for c in members}
+    assert drain["instance"] == {"job_name": inst["job_name"], "role": "prefill",
+                                 "model_name": plan["containers"][0]["user_config"]["motor_engine_prefill_config"]
+                                 ["engine_config"]["served_model_name"]}
+    assert drain["uri"] == {} and drain["grace_s"] == roll_drain.DRAIN_GRACE_S
+
+
+def test_the_event_carries_the_id_the_conductor_lists_at_the_instances_own_endpoints():
+    plan = make_plan()
+    prefills = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"]
+    ids = {inst["job_name"]: n for n, (inst, _) in zip((7, 9), prefills)}
+    for inst, members in prefills:
+        event = roll_drain.drain_event(roll_drain.roll_drain(plan, inst, members), services_of(plan, ids))
+        assert event == {"event": "del", "instances": [{"job_name": inst["job_name"], "role": "prefill", "id":
+                                                         ids[inst["job_name"]], "model_name": event["instances"][0]
+                                                         ["model_name"]}]}
+        assert event["instances"][0]["model_name"]
+
+
+def test_no_event_when_the_conductor_lists_nothing_of_the_instance_or_more_than_one_id():
+    plan = make_plan()
+    (inst, members), (other, _) = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"]
+    drain = roll_drain.roll_drain(plan, inst, members)
+    assert roll_drain.drain_event(drain, []) == {}
+    assert roll_drain.drain_event(drain, [{"Endpoint": "garbage"}, "x", None]) == {}
+    only_other = [s for s in services_of(plan, {inst["job_name"]: 1, other["job_name"]: 2})
+                  if s["InstanceID"] == "vllm-prefill-2"]
+    assert roll_drain.drain_event(drain, only_other) == {}
+    mine = [s for s in services_of(plan, {inst["job_name"]: 1, other["job_name"]: 2}) if s["InstanceID"] != "vllm-prefill-2"]
+    stale = [dict(s, InstanceID="vllm-prefill-5") for s in mine]
+    assert roll_drain.drain_event(drain, mine + stale) == {}  # two ids at its endpoints: delete none
+    assert roll_drain.drain_ids(drain, mine + stale) == [1, 5]
+
+
+def test_decode_a_single_prefill_and_a_job_without_conductor_keep_the_bounded_wait():
+    plan = make_plan()
+    for inst, members in rolling(plan):
+        if inst["role"] == "decode":
+            drain = roll_drain.roll_drain(plan, inst, members)
+            assert drain["how"] == "none" and "decode" in drain["why"]
+            assert roll_drain.drain_event(drain, services_of(plan, {i["job_name"]: 1 for i, _ in rolling(plan)})) == {}
+    single = make_plan(p=1, d=2)
+    inst, members = next((i, m) for i, m in rolling(single) if i["role"] == "prefill")
+    assert roll_drain.roll_drain(single, inst, members)["how"] == "none"
+    plain = make_plan(mutate=lambda u: u["motor_coordinator_config"]["scheduler_config"].update(
+        scheduler_type="load_balance"))
+    inst, members = next((i, m) for i, m in rolling(plain) if i["role"] == "prefill")
+    drain = roll_drain.roll_drain(plain, inst, members)
+    assert drain["how"] == "none" and "conductor" in drain["why"]
+
+
+def test_with_mgmt_tls_the_del_goes_over_https_with_the_ca_and_client_certificate():
+    def tls(user):
+        user["motor_deploy_config"]["tls_config"] = {"mgmt_tls_config": {
+            "enable_tls": True, "ca_file": "/c/ca.pem", "cert_file": "/c/cert.pem", "key_file": "/c/key.pem"}}
+    plan = make_plan(mutate=tls)
+    inst, members = next((i, m) for i, m in rolling(plan) if i["role"] == "prefill")
+    drain = roll_drain.roll_drain(plan, inst, members)
+    assert drain["refresh"].startswith("https://")
+    assert drain["uri"] == {"validate_certs": True, "ca_path": "/c/ca.pem", "client_cert": "/c/cert.pem",
+                            "client_key": "/c/key.pem"}
+
+
+def test_each_instance_of_a_reconciled_prefill_roll_drains():
+    def labels(plan):
+        return {c["name"]: {"image": "sha256:img", "spec": spec_digest(c), "shared": "s1"} for c in plan["containers"]}
+    plan = make_plan()
+    changed = make_plan(mutate=lambda u: u["motor_engine_prefill_config"]["engine_config"].update(max_num_seqs=17))
+    result = reconcile(changed, labels(changed), deployed(plan, labels(plan)))
+    assert [i["role"] for i in result["rolling"]] == ["prefill", "prefill"]
+    by_name = {c["name"]: c for c in changed["containers"]}
+    for inst in result["rolling"]:
+        members = [by_name[m["name"]] for m in inst["containers"]]
+        assert roll_drain.roll_drain(changed, inst, members)["how"] == "del"
+
+
+def _required_fields(path: str, cls: str) -> set:
+    """The fields of pydantic model ``cls`` in ``path`` declared ``Field(...)`` (required)."""
+    tree = ast.parse((PYMOTOR / path).read_text(encoding="utf-8"))
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    out = set()
+    for item in node.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.value, ast.Call) and item.value.args:
+            if isinstance(item.value.args[0], ast.Constant) and item.value.args[0].value is Ellipsis:
+                out.add(item.target.id)
+    return out
+
+
+@needs_upstream
+def test_the_event_has_exactly_what_upstreams_ins_event_msg_and_instance_require():
+    plan = make_plan()
+    inst, members = next((i, m) for i, m in rolling(plan) if i["role"] == "prefill")
+    event = roll_drain.drain_event(roll_drain.roll_drain(plan, inst, members),
+                                   services_of(plan, {i["job_name"]: 3 for i, _ in rolling(plan)}))
+    assert set(event) == _required_fields("motor/common/resources/http_msg_spec.py", "InsEventMsg")
+    assert set(event["instances"][0]) == _required_fields("motor/common/resources/instance.py", "Instance")
+    assert 'DEL = "del"' in line("motor/common/resources/http_msg_spec.py", 125)
+    assert isinstance(event["instances"][0]["id"], int)
+
+
+@needs_upstream
+def test_the_cited_upstream_lines_say_what_roll_drain_claims():
+    assert '"/instances/refresh"' in line("motor/coordinator/api_server/management_server.py", 276)
+    assert "InsEventMsg(**body)" in line("motor/coordinator/api_server/management_server.py", 351)
+    assert "EventType.DEL" in line("motor/coordinator/domain/instance_manager.py", 300)
+    assert "_delete_instances" in line("motor/coordinator/domain/instance_manager.py", 301)
+    assert "_unavailable_pool" in line("motor/coordinator/domain/instance_manager.py", 338)
+    assert 'f"vllm-prefill-{instance.id}"' in line("motor/coordinator/api_client/conductor_api_client.py", 79)
+    assert "id=self.ins_id_cnt" in line("motor/controller/core/instance_assembler.py", 306)
+    assert "self.ins_id_cnt += 1" in line("motor/controller/core/instance_assembler.py", 317)
+    assert "EventType.SET" in line("motor/controller/core/event_pusher.py", 217)
+    assert "status_code=410" in line("motor/coordinator/api_server/observability_server.py", 119)
+    assert '"ID": instance.job_name' in line("motor/controller/observability/inventory/inventory_collector.py", 94)
+
+
+def test_roll_instance_drains_before_the_stop_and_only_outside_check_mode():
+    tasks = yaml.safe_load((TASKS / "roll_instance.yml").read_text())
+    names = [t["name"] for t in tasks]
+    drain = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.include_tasks") == "roll_drain.yml")
+    assert drain < next(i for i, n in enumerate(names) if n.startswith("Stop the pods"))
+    assert "not ansible_check_mode" in tasks[drain]["when"] and "'del'" not in tasks[drain]["when"]
+    steps = yaml.safe_load((TASKS / "roll_drain.yml").read_text())
+    post = next(t for t in steps if (t.get("ansible.builtin.uri") or {}).get("method") == "POST")
+    assert "motor_reconcile_drain_event" in post["vars"]["motor_service_roll_event"]
+    assert any("drain.grace_s" in str((t.get("ansible.builtin.pause") or {}).get("seconds")) for t in steps)
