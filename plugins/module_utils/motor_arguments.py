@@ -40,6 +40,7 @@ HOST_PROBE_ARGUMENT_SPEC = dict(
     hccn_tool=dict(type="path", default="/usr/local/Ascend/driver/tools/hccn_tool"),
     driver_dir=dict(type="path", default="/usr/local/Ascend/driver"),
     disk_path=dict(type="path", default="/var/log"),
+    inspect=dict(type="bool", default=False),
 )
 
 CONTAINER_OPTIONS = dict(

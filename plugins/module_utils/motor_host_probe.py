@@ -37,6 +37,9 @@ def read_docker(params, job_id, image):
         found = client.inspect_image(image) if image else None
         out["images"] = [{"Id": found["Id"], "Labels": (found.get("Config") or {}).get("Labels") or {}}] if found else []
         out["containers"] = client.job_containers(job_id)
+        if params.get("inspect"):  # verify's discovery: state, image and restarts of each, in the same run
+            out["inspections"] = [found for found in (client.inspect_container(row["Id"]) for row in out["containers"])
+                                  if found is not None]  # None: removed between the list and the inspection
     except DockerUnavailable as exc:
         out["msg"] = str(exc)
     except (DockerError, KeyError, TypeError, AttributeError) as exc:  # an engine that answers badly is reported

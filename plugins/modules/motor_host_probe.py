@@ -65,6 +65,10 @@ options:
     description: Path whose file system's free space is returned in RV(free_mb) (its nearest existing parent).
     type: path
     default: /var/log
+  inspect:
+    description: Also inspect every container of the job (RV(inspections)); C(verify.yml) reads the containers here.
+    type: bool
+    default: false
 notes:
   - C(npu-smi) is looked up in E(PATH), /usr/local/sbin and /usr/local/bin.
   - The network interfaces (RV(interfaces), RV(default_interface)) come from C(ip -j addr) when C(ip) is installed,
@@ -112,6 +116,12 @@ containers:
   type: list
   elements: dict
   sample: [{Id: 3f2a9c0e1b7d, Names: [/mindie-motor-p0-0], State: running, Status: Up 5 minutes, Labels: {io.pymotor.job: mindie-motor}}]
+inspections:
+  description: The inspection (C(GET /containers/{id}/json)) of every container of the job, with O(inspect).
+  returned: when O(inspect) is true and the Docker engine answers
+  type: list
+  elements: dict
+  sample: [{Name: /mindie-motor-p0-0, Image: 'sha256:0123abcd', RestartCount: 0, State: {Running: true, Status: running}}]
 npu_devices:
   description: Ids of the C(/dev/davinciN) device nodes.
   returned: always

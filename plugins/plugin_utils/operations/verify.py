@@ -79,10 +79,27 @@ def _registrations(services: list, expected: list) -> list:
     return checks
 
 
+def observed_from_probes(probes: dict) -> tuple[dict, dict]:
+    """``(image_ids, containers)`` as verify_report reads them, from every host's discovery (``motor_host_probe``
+    with ``inspect``: ``images`` and the ``inspections`` of the job's containers). verify reads the hosts once,
+    in the discovery its plan needs anyway, instead of a second module run per host."""
+    image_ids, seen = {}, {}
+    for host, probe in (probes or {}).items():
+        images = (probe or {}).get("images") or []
+        image_ids[host] = images[0].get("Id", "") if images else ""
+        for found in (probe or {}).get("inspections") or []:
+            state = found.get("State") or {}
+            seen[str(found.get("Name", "")).lstrip("/")] = {
+                "exists": True, "running": bool(state.get("Running")), "status": state.get("Status") or "missing",
+                "image": found.get("Image") or "", "restarts": found.get("RestartCount")}
+    return image_ids, seen
+
+
 def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
     """Judge what playbooks/verify.yml observed. ``raw`` keys (all optional):
 
-    - ``containers``: ``{name: {exists, running, image, restarts, status}}`` and ``image_ids``: ``{host: id}``
+    - ``probes``: ``{host: motor_host_probe result}`` (see observed_from_probes), or already judged
+      ``containers``: ``{name: {exists, running, image, restarts, status}}`` and ``image_ids``: ``{host: id}``
     - ``controller``, ``coordinator``: ``{status, json}`` of their /readiness
     - ``node_managers``: ``{container: {status, json}}``; ``engines``: ``{"<container>/<dp_rank>": {status, json}}``
     - ``services``: conductor ``GET /services`` JSON; ``inference``: ``{status}``
@@ -91,8 +108,10 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
     raw = raw or {}
     checks = []
     containers = []
-    image_ids = raw.get("image_ids") or {}
-    seen = raw.get("containers") or {}
+    if "probes" in raw:
+        image_ids, seen = observed_from_probes(raw["probes"])
+    else:
+        image_ids, seen = raw.get("image_ids") or {}, raw.get("containers") or {}
     for c in plan.get("containers", []):
         got = seen.get(c["name"]) or {}
         want_image = image_ids.get(c["host"]) or ""

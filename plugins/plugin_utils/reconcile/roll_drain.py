@@ -88,7 +88,7 @@ def roll_drain(plan: dict, instance: dict, members: list) -> dict:
 
 
 def _owned(endpoint: str, ranges: list) -> bool:
-    at, _, port = str(endpoint).rpartition(":")
+    at, port = (str(endpoint).rsplit(":", 1) + [""])[:2]
     return port.isdigit() and any(at == r["at"] and r["first"] <= int(port) < r["first"] + r["count"] for r in ranges)
 
 

@@ -272,3 +272,20 @@ def test_connection_args_follow_the_doc_fragment():
         assert documented[name].get("default") == spec.get("default"), name
         assert sorted(documented[name].get("aliases", [])) == sorted(spec.get("aliases", [])), name
     assert DOCKER_CONNECTION_ARGS["validate_certs"]["default"] is True
+
+
+def test_host_probe_inspects_the_jobs_containers_only_when_asked(engine, sock):
+    """verify.yml judges the containers from the discovery's own read (motor_host_probe inspect: true)."""
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_host_probe import read_docker
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.verify import observed_from_probes
+    client = client_of(sock)
+    client.post_json("/containers/create", data={"Image": "local/pymotor:1", "Labels": JOB}, params={"name": "job-p0-0"})
+    client.post_json("/containers/create", data={"Image": "local/pymotor:1", "Labels": {}}, params={"name": "other"})
+    plain = read_docker({"docker_host": sock}, "job", "local/pymotor:1")
+    assert "inspections" not in plain and [c["Names"] for c in plain["containers"]] == [["/job-p0-0"]]
+    probe = read_docker({"docker_host": sock, "inspect": True}, "job", "local/pymotor:1")
+    assert [i["Name"] for i in probe["inspections"]] == ["/job-p0-0"]
+    image_ids, seen = observed_from_probes({"h1": probe, "h2": {"images": [], "containers": []}})
+    assert image_ids == {"h1": "sha256:img1", "h2": ""}
+    assert seen == {"job-p0-0": {"exists": True, "running": False, "status": probe["inspections"][0]["State"]["Status"],
+                                 "image": "sha256:img1", "restarts": probe["inspections"][0].get("RestartCount")}}

@@ -137,6 +137,26 @@ def test_verify_report_fails_each_check(mutate, failing):
     assert failing in {c["check"] for c in report["checks"] if not c["ok"]}
 
 
+def test_verify_report_judges_the_discovery_probes():
+    """verify.yml hands the hosts' discovery results (probes); the judgement is the one of observed containers."""
+    def inspection(name, status="running", image="sha256:a"):
+        return {"Name": "/" + name, "Image": image, "RestartCount": 1,
+                "State": {"Running": status in ("running", "restarting"), "Status": status}}
+    raw = good_raw()
+    del raw["containers"], raw["image_ids"]
+    raw["probes"] = {"ctl": {"images": [{"Id": "sha256:a"}], "inspections": [inspection("j-controller")]},
+                     "h1": {"images": [{"Id": "sha256:a"}], "inspections": [inspection("j-p0-0"), inspection("j-d0-0")]}}
+    report = verify_report(plan(), raw)
+    assert report["passed"], [c for c in report["checks"] if not c["ok"]]
+    assert {c["container"]: c["restarts"] for c in report["containers"]} == {"j-controller": 1, "j-p0-0": 1, "j-d0-0": 1}
+    raw["probes"]["h1"]["inspections"] = [inspection("j-p0-0", "restarting"), inspection("j-d0-0", image="sha256:b")]
+    failed = {c["target"] for c in verify_report(plan(), raw)["checks"] if not c["ok"]}
+    assert failed == {"h1/j-p0-0", "h1/j-d0-0"}
+    del raw["probes"]["ctl"]  # a host not read: its containers are missing
+    report = verify_report(plan(), raw)
+    assert {c["container"]: c["state"] for c in report["containers"]}["j-controller"] == "missing"
+
+
 def test_http_results_keys():
     results = [{"item": {"name": "a"}, "status": 200, "json": {"status": True}},
                {"item": [{"name": "b"}, {"dp_rank": 3}], "status": -1}]
