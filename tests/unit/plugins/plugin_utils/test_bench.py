@@ -137,7 +137,9 @@ class FakeJob:
     def __init__(self, affinity):
         self.engines = [EngineModel({}, 16, env={"VLLM_SERVER_DEV_MODE": "1"}, sleep=lambda s: None)
                         for _engine in range(2)]
-        self.rr, self.affinity = itertools.cycle(range(2)), affinity
+        # Not a plain 0, 1 cycle: the workload's prefixes come round robin too (4 of them), so requests served in
+        # their order (a loaded machine) kept each prefix on one engine and matched the ideal hit ratio.
+        self.rr, self.affinity = itertools.cycle((0, 1, 1)), affinity
         job = self
 
         class Handler(BaseHTTPRequestHandler):
