@@ -80,18 +80,18 @@ def test_a_prefill_instance_with_another_one_serving_drains_with_a_del_to_the_co
 def test_the_event_carries_the_id_the_conductor_lists_at_the_instances_own_endpoints():
     plan = make_plan()
     prefills = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"]
-    ids = {inst["job_name"]: n for n, (inst, _) in zip((7, 9), prefills)}
+    ids = {inst["job_name"]: n for n, (inst, _members) in zip((7, 9), prefills)}
     for inst, members in prefills:
         event = roll_drain.drain_event(roll_drain.roll_drain(plan, inst, members), services_of(plan, ids))
-        assert event == {"event": "del", "instances": [{"job_name": inst["job_name"], "role": "prefill", "id":
-                                                         ids[inst["job_name"]], "model_name": event["instances"][0]
-                                                         ["model_name"]}]}
-        assert event["instances"][0]["model_name"]
+        model = event["instances"][0]["model_name"]
+        assert event == {"event": "del", "instances": [{"job_name": inst["job_name"], "role": "prefill",
+                                                        "id": ids[inst["job_name"]], "model_name": model}]}
+        assert model
 
 
 def test_no_event_when_the_conductor_lists_nothing_of_the_instance_or_more_than_one_id():
     plan = make_plan()
-    (inst, members), (other, _) = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"]
+    (inst, members), (other, _other_members) = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"]
     drain = roll_drain.roll_drain(plan, inst, members)
     assert roll_drain.drain_event(drain, []) == {}
     assert roll_drain.drain_event(drain, [{"Endpoint": "garbage"}, "x", None]) == {}
@@ -110,7 +110,7 @@ def test_decode_a_single_prefill_and_a_job_without_conductor_keep_the_bounded_wa
         if inst["role"] == "decode":
             drain = roll_drain.roll_drain(plan, inst, members)
             assert drain["how"] == "none" and "decode" in drain["why"]
-            assert roll_drain.drain_event(drain, services_of(plan, {i["job_name"]: 1 for i, _ in rolling(plan)})) == {}
+            assert roll_drain.drain_event(drain, services_of(plan, {i["job_name"]: 1 for i, _members in rolling(plan)})) == {}
     single = make_plan(p=1, d=2)
     inst, members = next((i, m) for i, m in rolling(single) if i["role"] == "prefill")
     assert roll_drain.roll_drain(single, inst, members)["how"] == "none"
@@ -163,7 +163,7 @@ def test_the_event_has_exactly_what_upstreams_ins_event_msg_and_instance_require
     plan = make_plan()
     inst, members = next((i, m) for i, m in rolling(plan) if i["role"] == "prefill")
     event = roll_drain.drain_event(roll_drain.roll_drain(plan, inst, members),
-                                   services_of(plan, {i["job_name"]: 3 for i, _ in rolling(plan)}))
+                                   services_of(plan, {i["job_name"]: 3 for i, _members in rolling(plan)}))
     assert set(event) == _required_fields("motor/common/resources/http_msg_spec.py", "InsEventMsg")
     assert set(event["instances"][0]) == _required_fields("motor/common/resources/instance.py", "Instance")
     assert 'DEL = "del"' in line("motor/common/resources/http_msg_spec.py", 125)
