@@ -48,7 +48,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import roll_drain
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import drain_context, roll_drain
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import left_behind, upgrade_work
 
 
@@ -235,6 +235,7 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
     """Per engine instance of the rolling restart: its motor_containers runs per host, its readiness checks and how
     it leaves the coordinator's routing before its pods stop (``roll_drain``)."""
     by_name = {c["name"]: c for c in plan.get("containers") or []}
+    drains = drain_context(plan) if result.get("rolling") else None
     out = []
     for instance in result.get("rolling") or []:
         members = [by_name[m["name"]] for m in instance["containers"] if m["name"] in by_name]
@@ -243,7 +244,7 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
         out.append({"job_name": instance["job_name"], "reason": instance["reason"],
                     "runs": _instance_runs(plan, members, result, judged),
                     "checks": instance_checks(plan, instance, members, timeouts), "stuck": stuck,
-                    "drain": roll_drain(plan, instance, members)})
+                    "drain": roll_drain(plan, instance, members, drains)})
     return out
 
 

@@ -58,15 +58,26 @@ def _model_name(plan: dict, role: str) -> str:
     return str(engine.get("served_model_name") or "")
 
 
-def roll_drain(plan: dict, instance: dict, members: list) -> dict:
+def drain_context(plan: dict) -> dict:
+    """What every instance's drain reads of the whole plan, built once per roll (each is a pass over every
+    container): the service ``targets``, the KV-event ``ranges`` and the instance ``jobs`` per role."""
+    jobs = {}
+    for c in plan.get("containers") or []:
+        jobs.setdefault(c.get("role"), set()).add(c.get("job_name"))
+    return {"targets": service_targets(plan), "ranges": kv_endpoint_ranges(plan), "jobs": jobs}
+
+
+def roll_drain(plan: dict, instance: dict, members: list, context: dict | None = None) -> dict:
     """How the rolling restart takes engine instance ``instance`` (``diff.reconcile``'s ``rolling`` entry) out of
-    the coordinator's routing; ``members``: its plan containers. ``how`` ``del`` (with the conductor's ``services``
-    URL, the instance's KV-event ``endpoints`` ranges, the coordinator's ``refresh`` URL and its ``uri`` TLS
-    arguments, the ``instance`` fields of the event but the id, ``grace_s``), or ``none`` with ``why``."""
+    the coordinator's routing; ``members``: its plan containers; ``context``: ``drain_context(plan)`` (built here
+    when not given). ``how`` ``del`` (with the conductor's ``services`` URL, the instance's KV-event ``endpoints``
+    ranges, the coordinator's ``refresh`` URL and its ``uri`` TLS arguments, the ``instance`` fields of the event but
+    the id, ``grace_s``), or ``none`` with ``why``."""
+    context = context or drain_context(plan)
     role = instance.get("role") or ""
     job = instance.get("job_name") or ""
-    others = {c.get("job_name") for c in plan.get("containers") or [] if c.get("role") == role} - {job}
-    targets = service_targets(plan)
+    others = context["jobs"].get(role, set()) - {job}
+    targets = context["targets"]
     why = ""
     if role not in PUBLISHING_ROLES:
         why = ("upstream lists the id of a %s instance nowhere (the KV conductor knows prefill/union ranks only): "
@@ -81,7 +92,7 @@ def roll_drain(plan: dict, instance: dict, members: list) -> dict:
     names = {c["name"] for c in members}
     coordinator = dict(targets["coordinator"], url=targets["coordinator"]["url"].rsplit("/", 1)[0] + "/instances/refresh")
     return {"how": "del", "services": targets["conductor"]["url"] + "/services",
-            "endpoints": [e for e in kv_endpoint_ranges(plan) if e["container"] in names],
+            "endpoints": [e for e in context["ranges"] if e["container"] in names],
             "refresh": coordinator["url"], "uri": uri_args(coordinator),
             "instance": {"job_name": job, "model_name": _model_name(plan, role), "role": role},
             "grace_s": DRAIN_GRACE_S}
