@@ -28,6 +28,10 @@ from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import
 LISTEN = "0A"
 
 
+# The fields of a container's inspection that verify reads (plugin_utils/operations/verify.py observed_from_probes).
+INSPECTED = ("Id", "Name", "Image", "RestartCount", "State")
+
+
 def read_docker(params, job_id, image):
     out = {"can_talk_to_docker": False, "host_info": {}, "images": [], "containers": []}
     try:
@@ -38,7 +42,10 @@ def read_docker(params, job_id, image):
         out["images"] = [{"Id": found["Id"], "Labels": (found.get("Config") or {}).get("Labels") or {}}] if found else []
         out["containers"] = client.job_containers(job_id)
         if params.get("inspect"):  # verify's discovery: state, image and restarts of each, in the same run
-            out["inspections"] = [found for found in (client.inspect_container(row["Id"]) for row in out["containers"])
+            # only what verify judges: a whole inspection carries the container's environment (secrets) and its
+            # config to the controller, for every container of every host
+            out["inspections"] = [dict((key, found.get(key)) for key in INSPECTED)
+                                  for found in (client.inspect_container(row["Id"]) for row in out["containers"])
                                   if found is not None]  # None: removed between the list and the inspection
     except DockerUnavailable as exc:
         out["msg"] = str(exc)

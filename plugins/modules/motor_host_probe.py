@@ -117,7 +117,8 @@ containers:
   elements: dict
   sample: [{Id: 3f2a9c0e1b7d, Names: [/mindie-motor-p0-0], State: running, Status: Up 5 minutes, Labels: {io.pymotor.job: mindie-motor}}]
 inspections:
-  description: The inspection (C(GET /containers/{id}/json)) of every container of the job, with O(inspect).
+  description: C(Id), C(Name), C(Image), C(RestartCount) and C(State) of the inspection (C(GET /containers/{id}/json))
+    of every container of the job, with O(inspect).
   returned: when O(inspect) is true and the Docker engine answers
   type: list
   elements: dict

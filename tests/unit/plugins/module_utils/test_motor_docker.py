@@ -285,6 +285,7 @@ def test_host_probe_inspects_the_jobs_containers_only_when_asked(engine, sock):
     assert "inspections" not in plain and [c["Names"] for c in plain["containers"]] == [["/job-p0-0"]]
     probe = read_docker({"docker_host": sock, "inspect": True}, "job", "local/pymotor:1")
     assert [i["Name"] for i in probe["inspections"]] == ["/job-p0-0"]
+    assert set(probe["inspections"][0]) == {"Id", "Name", "Image", "RestartCount", "State"}  # no Config (env)
     image_ids, seen = observed_from_probes({"h1": probe, "h2": {"images": [], "containers": []}})
     assert image_ids == {"h1": "sha256:img1", "h2": ""}
     assert seen == {"job-p0-0": {"exists": True, "running": False, "status": probe["inspections"][0]["State"]["Status"],
