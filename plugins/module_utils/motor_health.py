@@ -7,8 +7,19 @@ motor_ops filters (verify), so both judge an answer the same way."""
 from __future__ import annotations
 
 import bisect
+import re
 
-CONDITIONS = ("answers", "ready", "status_ok", "endpoints")
+CONDITIONS = ("answers", "ready", "status_ok", "endpoints", "routes")
+
+# The coordinator's routing as its observability port reports it: ``GET /metrics?type=dp`` prefixes every engine
+# metric with ``dp_rank``, ``role``, ``instance_id`` and ``pod_ip`` (upstream
+# ``motor/coordinator/metrics/metrics_collector.py:759-780``, ``_generate_dp_metrics``), for the instances the
+# coordinator holds available and whose every endpoint answered its ``/metrics`` (``:355-372``, ``:582-608``; the
+# collector refreshes every ``reuse_time`` = 3 s, ``motor/config/coordinator.py:155``). Upstream has no other API
+# that names a coordinator instance id with its pods: the coordinator has no GET of its pools
+# (``management_server.py:180-308``), and the KV conductor knows prefill/union ranks only.
+ROUTES_PATH = "/metrics?type=dp"
+_LABEL = re.compile(r'(instance_id|role|pod_ip)="([^"]*)"')
 
 
 def status_ok(body):
@@ -65,6 +76,40 @@ def missing_endpoints(body, expected):
     return missing
 
 
+def routed_instances(text):
+    """``{coordinator instance id: {"role": ..., "ips": set of pod IPs}}`` from a ``GET /metrics?type=dp`` answer."""
+    out = {}
+    for line in str(text or "").splitlines():
+        if line.startswith("#") or "instance_id=" not in line:
+            continue
+        labels = dict(_LABEL.findall(line.split("}", 1)[0]))
+        if labels.get("instance_id", "").isdigit():
+            entry = out.setdefault(int(labels["instance_id"]), {"role": labels.get("role", ""), "ips": set()})
+            if labels.get("pod_ip"):
+                entry["ips"].add(labels["pod_ip"])
+    return out
+
+
+def routed_ids(routed, role, ips):
+    """The ids of the coordinator's ``role`` instances with a pod at one of ``ips`` (``routed_instances``)."""
+    ips = set(ips or [])
+    return sorted(i for i, entry in routed.items() if entry["role"] == role and entry["ips"] & ips)
+
+
+def unrouted(routed, expected):
+    """What of ``expected`` the coordinator does not route: each entry ``{role, ips, need, name}`` wants at least
+    ``need`` instances of ``role`` with a pod at ``ips`` (the plan's instances of that role on those hosts, so
+    instances that share a host count together). Returns ``<name>: k/need <role> at <ips>``."""
+    missing = []
+    for entry in expected or []:
+        have = len(routed_ids(routed, entry.get("role"), entry.get("ips")))
+        need = int(entry.get("need") or 1)
+        if have < need:
+            missing.append("%s: %d/%d %s instance(s) at %s" % (entry.get("name") or "?", have, need, entry.get("role"),
+                                                               ", ".join(sorted(entry.get("ips") or []))))
+    return missing
+
+
 def pod_verdict(status, body, engines_answer):
     """One engine pod, as its node manager's ``/node-manager/status`` answer (``status``, ``body``) tells, with
     ``engines_answer`` (a callable: does any of the pod's engine management ports answer HTTP at all; asked only when
@@ -80,11 +125,12 @@ def pod_verdict(status, body, engines_answer):
     return "started" if engines_answer() else "stalled"
 
 
-def condition_met(until, status, body, expected=None):
+def condition_met(until, status, body, expected=None, text=""):
     """Whether one HTTP answer (status -1: no answer; body: parsed JSON or None) meets a readiness condition.
 
     answers: the port answers HTTP at all; ready: ``{"ready": true}`` (controller/coordinator /readiness);
-    status_ok: HTTP 200 with a healthy status (node manager); endpoints: the conductor lists every expected one.
+    status_ok: HTTP 200 with a healthy status (node manager); endpoints: the conductor lists every expected one;
+    routes: the coordinator's ``/metrics?type=dp`` (``text``) routes every expected instance (``unrouted``).
     """
     if until == "answers":
         return status != -1
@@ -94,4 +140,6 @@ def condition_met(until, status, body, expected=None):
         return status == 200 and status_ok(body)
     if until == "endpoints":
         return status == 200 and not missing_endpoints(body, expected)
+    if until == "routes":
+        return status == 200 and not unrouted(routed_instances(text), expected)
     raise ValueError("unknown condition %r (one of %s)" % (until, ", ".join(CONDITIONS)))

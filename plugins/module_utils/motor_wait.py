@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import ssl_context
-from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import CONDITIONS, condition_met, missing_endpoints, pod_verdict
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import (
+    CONDITIONS, condition_met, missing_endpoints, pod_verdict, routed_instances, unrouted)
 
 ANSWER_LIMIT = 300
 STALL_PROBE_SECONDS = 5.0  # how often the stall probes run while the checks are polled (each probe is 1 + n GETs)
@@ -190,6 +191,8 @@ def describe(check, status, body, text):
     answer = "no answer (%s)" % text if status == -1 else "HTTP %s %s" % (status, text)
     if check["until"] == "endpoints" and status == 200:
         answer += "; missing %s" % ", ".join(missing_endpoints(body, check.get("endpoints")))
+    if check["until"] == "routes" and status == 200:
+        answer = "not routed: %s" % ", ".join(unrouted(routed_instances(text), check.get("endpoints")))
     return answer[:ANSWER_LIMIT]
 
 
@@ -224,7 +227,7 @@ def _poll_round(checks, states, pending, request_timeout, get, poller, started, 
         state = states[i]
         state.polls += 1
         state.seconds = elapsed
-        if condition_met(checks[i]["until"], status, body, checks[i].get("endpoints")):
+        if condition_met(checks[i]["until"], status, body, checks[i].get("endpoints"), text):
             state.held, state.answer = True, ""
         else:
             state.answer = describe(checks[i], status, body, text)

@@ -25,7 +25,8 @@ description:
   - Conditions - C(answers) the URL answers HTTP at all (any status); C(ready) the JSON answer has
     C("ready" true) (controller, coordinator C(/readiness)); C(status_ok) HTTP 200 with a healthy C(status)
     (node manager C(/node-manager/status)); C(endpoints) the KV conductor's C(/services) lists every endpoint
-    of O(checks[].endpoints).
+    of O(checks[].endpoints); C(routes) the coordinator's C(/metrics?type=dp) (its observability port) names an
+    instance of each role and hosts of O(checks[].endpoints) (upstream's only listing of the instances it routes to).
   - Talks to the endpoints directly from the controller (no proxy), they are the hosts' management addresses.
 attributes:
   action:
@@ -56,12 +57,14 @@ options:
         description: The condition on the answer.
         type: str
         required: true
-        choices: [answers, ready, status_ok, endpoints]
+        choices: [answers, ready, status_ok, endpoints, routes]
       endpoints:
         description:
           - With C(until=endpoints), what the KV conductor must list. Each entry is an endpoint (listed) or a dict
             C(need), C(of), C(container), meaning at least C(need) of the endpoints C(of) listed (a pod of a multi-pod
             instance, whose DP ranks the controller assigns in registration order).
+          - With C(until=routes), the instances the coordinator must route, each a dict C(name), C(role), C(ips)
+            (the pod IPs of the instance) and C(need) (how many instances of that role have pods at those IPs).
         type: list
         elements: raw
         default: []

@@ -143,15 +143,14 @@ def conductor_services(result):
 
 
 def drain_event_output():
-    """The "del" of the first prefill instance of 2 rolling, while the conductor lists its ranks as vllm-prefill-3."""
+    """The "del" of the first prefill instance of 2 rolling, while the coordinator routes it as instance 3."""
     plan = plan_of(2)
     first = next(c for c in plan["containers"] if c["role"] == "prefill")
     members = [c for c in plan["containers"] if c["job_name"] == first["job_name"]]
     drain = roll_drain(plan, {"job_name": first["job_name"], "role": "prefill"}, members)
-    services = [{"Endpoint": f"tcp://{c['ip']}:{plan['kv_events']['endpoint_port'] + rank}",
-                 "InstanceID": "vllm-prefill-3", "TenantID": "default", "DPRank": rank}
-                for c in members for rank in c["dp_ranks"]]
-    return FILTERS["motor_reconcile_drain_event"](drain, services)
+    routes = "".join(f'vllm:num_requests_running{{dp_rank="{rank}",role="prefill",instance_id="3",pod_ip="{c["ip"]}",'
+                     f'model_name="m"}} 0.0\n' for c in members for rank in c["dp_ranks"])
+    return FILTERS["motor_reconcile_drain_event"](drain, routes)
 
 
 def inspected_prefill(plan):

@@ -15,6 +15,7 @@ A target is ``{"url": ..., "tls": None | {"ca_file", "cert_file", "key_file", "c
 
 from __future__ import annotations
 
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import ROUTES_PATH
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import tls_kwargs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_urls
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import url_host
@@ -46,7 +47,8 @@ def target(ip, port, path="", tls=None) -> dict:
 
 def service_targets(plan: dict, check_hostname: bool = True) -> dict:
     """Every management / inference target of a job: ``controller``, ``coordinator`` (readiness), ``inference``
-    (chat completions), ``conductor`` (base URL), ``node_managers`` ``{container: target}``, ``engines``
+    (chat completions), ``conductor`` (base URL), ``routes`` (the coordinator's ``/metrics?type=dp``: the instances
+    it routes to, ``motor_health.routed_instances``), ``node_managers`` ``{container: target}``, ``engines``
     ``{"<container>/<dp_rank>": target of /status}``, ``metrics`` ``{"<container>/<dp_rank>": [targets]}`` of the
     KV-event publishing engines (PyMotor's management /metrics, then vLLM's on the service port) and ``tokenize``
     (the first publishing engine's vLLM /tokenize)."""
@@ -62,6 +64,9 @@ def service_targets(plan: dict, check_hostname: bool = True) -> dict:
         "coordinator": target(coordinator.get("ip"), coordinator.get("mgmt_port"), "/readiness", mgmt),
         "inference": target(coordinator.get("ip"), coordinator.get("infer_port"), "/v1/chat/completions", infer),
         "conductor": target(conductor.get("ip"), conductor.get("port")) if conductor else None,
+        # plain http: upstream's observability server takes no TLS settings (observability_server.py:126-135)
+        "routes": target(coordinator.get("ip"), coordinator.get("obs_port"), ROUTES_PATH) if coordinator.get(
+            "obs_port") else None,
         "node_managers": {}, "engines": {}, "metrics": {}, "tokenize": None,
     }
     for c in plan.get("containers") or []:

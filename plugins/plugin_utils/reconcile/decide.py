@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
@@ -49,7 +50,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrat
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import drain_context, roll_drain
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import left_behind, upgrade_work
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import ROUTES_SETTLE_S, left_behind, upgrade_work
 
 
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
@@ -117,9 +118,22 @@ def engine_checks(plan: dict, targets: dict, timeouts: dict, names=None) -> list
     return checks
 
 
+def routes_checks(plan: dict, timeout, jobs=None, name="the coordinator routes every engine instance") -> list:
+    """The ``routes`` check (none without a coordinator observability port) that the coordinator routes the engine
+    instances ``jobs`` (default all): upstream's controller adds an instance to it once (``event_pusher.py:117-121``),
+    so a coordinator that was not listening then reports ready with the others and never routes it."""
+    targets = service_targets(plan)
+    expected = routes_expected(plan, jobs)
+    if not targets.get("routes") or not expected:
+        return []
+    return [_check(name, "routes", targets["routes"], timeout, ["coordinator", "controller"], endpoints=expected,
+                   host=(plan.get("coordinator") or {}).get("host"))]
+
+
 def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -> list:
     """The motor_wait checks after one engine instance of a rolling restart: its node managers report normal, the
-    KV conductor lists its DP ranks, the coordinator is ready."""
+    KV conductor lists its DP ranks, the coordinator is ready and routes it (ready holds with the role's other
+    instances alone)."""
     targets = service_targets(plan)
     checks = [_check("the node manager of %s reports normal" % c["name"], "status_ok",
                      targets["node_managers"][c["name"]], timeouts["ready"], [c["role"]]) for c in members]
@@ -131,7 +145,8 @@ def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -
                              endpoints=[e for e in kv_endpoint_ranges(plan) if e["container"] in names]))
     checks.append(_check("the coordinator reports ready", "ready", targets["coordinator"], timeouts["ready"],
                          ["coordinator"]))
-    return checks
+    return checks + routes_checks(plan, timeouts["ready"], {instance["job_name"]},
+                                  "the coordinator routes %s" % instance["job_name"])
 
 
 def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
@@ -248,6 +263,23 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
     return out
 
 
+def lost_add_repair(plan: dict, result: dict, judged: dict, skip: frozenset, timeouts: dict) -> dict:
+    """After the control plane restarted for a roll, before the first instance stops: ``routes``, the check that the
+    coordinator routes every running instance (but ``skip``) within ``upgrade.ROUTES_SETTLE_S``; ``runs``, the
+    controller's restart when it does not, and ``again``, the same check then, within the ready timeout. The controller and the coordinator restart together, and an instance whose
+    node managers re-registered before the new coordinator listened had its ``add`` refused, never retried
+    (``motor/controller/api_client/coordinator_api_client.py:48-51``, ``event_pusher.py:144-182``); a coordinator
+    ready with the other instances gets no ``set`` (``event_pusher.py:184-235``). A restarted controller takes every
+    instance in anew (its node managers re-register) and adds each to the coordinator, which now listens."""
+    jobs = {c["job_name"] for c in plan.get("containers") or [] if c["name"] not in skip}
+    routes = routes_checks(plan, ROUTES_SETTLE_S, jobs)
+    controller = [c for c in plan.get("containers") or [] if c["role"] == "controller"]
+    if not routes or not controller:
+        return {}
+    return {"routes": routes, "runs": _instance_runs(plan, controller, result, judged, restart=True),
+            "again": routes_checks(plan, timeouts["ready"], jobs)}
+
+
 def stall_work(plan: dict, result: dict, judged: dict) -> dict:
     """What the readiness wait watches for the upstream registration race, and its repair: ``stalls``, per engine
     pod its node manager and engine targets (motor_wait's ``stalls``); ``repairs``, per engine instance (job name)
@@ -316,7 +348,8 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
         "upgrade": upgrade_work(result, existing, next(iter(judged["settings"].values()), {}).get("image", ""),
-                                readiness_checks(plan, timeouts, left_behind(result, existing))),
+                                readiness_checks(plan, timeouts, left_behind(result, existing)),
+                                lost_add_repair(plan, result, judged, left_behind(result, existing), timeouts)),
         **stall_work(plan, result, judged),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
         "conductor_url": conductor["url"] if conductor else "",

@@ -12,13 +12,12 @@ id (and logs role and job name). The body must be an ``InsEventMsg`` (``motor/co
 (int) and ``role`` (``motor/common/resources/instance.py:135-150``); a body that does not parse is answered 400.
 
 The id is the controller's counter at registration (``motor/controller/core/instance_assembler.py:306``, ``:317``), so
-neither the plan nor the job name tells it, and no upstream API lists it by job name: the coordinator has no GET of
-its pools (its management routes: ``management_server.py:180-308``), the controller's ``/observability/inventory``
-names instances by job name only (``motor/controller/observability/inventory/inventory_collector.py:93-100``). The
-one place is the KV conductor: the coordinator registers every prefill/union DP rank there as
-``vllm-prefill-<id>`` at ``tcp://<pod ip>:<kv-event port + rank>`` (``motor/coordinator/api_client/conductor_api_client.py:79-87``),
-and those endpoints are the plan's. So an instance drains when the conductor tracks its role's ranks; a decode
-instance (never registered) or a job without KV-cache affinity keeps the bounded wait alone (``upgrade.SEPARATION_S``).
+neither the plan nor the job name tells it. The coordinator itself lists it with its pods' IPs on its observability
+port, ``GET /metrics?type=dp`` (``motor_health.routed_instances``), for every role; the controller's
+``/observability/inventory`` names instances by job name only
+(``motor/controller/observability/inventory/inventory_collector.py:93-100``). So an instance drains when exactly one
+id of its role sits at its pods' IPs (``operations/routing.py``: instances of a role that share a host are not told
+apart, and none of them is drained).
 
 The instance comes back: the ``del`` removes the id from both pools (``instance_manager.py:372-386``, so
 ``_add_instances``' refusal of ids in the unavailable pool, ``:338-342``, cannot hit it), the controller later
@@ -31,26 +30,24 @@ controller answers that with a ``set`` of every instance it holds active, the st
 (``event_pusher.py:205-219``, ``:158-173``); there is nothing else to route to anyway.
 
 After the ``del``, requests already forwarded to the instance finish for ``DRAIN_GRACE_S`` before the stop. Upstream
-reports no in-flight count per instance that the roll could poll: ``/instance/metrics`` answers 410
-(``motor/coordinator/api_server/observability_server.py:115-120``) and ``/metrics?type=instance`` aggregates the
-engines' own metrics by instance id (``motor/coordinator/metrics/metrics_collector.py:291-303``), so the grace is a
-bound.
+reports no in-flight count per instance that the roll could poll once the instance left its pools: ``/instance/metrics``
+answers 410 (``motor/coordinator/api_server/observability_server.py:115-120``) and ``/metrics`` lists the available
+instances only (``metrics_collector.py:355-372``), so the grace is a bound.
+
+After its new pods start, the roll waits until the coordinator routes the instance again (``instance_checks``: the
+``routes`` condition) before the next one stops: the coordinator's readiness alone holds while the other instances of
+the role serve.
 """
 
 from __future__ import annotations
 
-import re
-
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import PUBLISHING_ROLES
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import routed_ids, routed_instances
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import instance_pods
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets, uri_args
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config
 
 # Seconds between the coordinator's "del" and the stop of the pods: requests already forwarded finish.
 DRAIN_GRACE_S = 5
-
-# conductor_api_client.py:78: the conductor's InstanceID of coordinator instance <id>
-_CONDUCTOR_ID = re.compile(r"^vllm-prefill-(\d+)$")
 
 
 def _model_name(plan: dict, role: str) -> str:
@@ -60,67 +57,49 @@ def _model_name(plan: dict, role: str) -> str:
 
 def drain_context(plan: dict) -> dict:
     """What every instance's drain reads of the whole plan, built once per roll (each is a pass over every
-    container): the service ``targets``, the KV-event ``ranges`` and the instance ``jobs`` per role."""
-    jobs = {}
-    for c in plan.get("containers") or []:
-        jobs.setdefault(c.get("role"), set()).add(c.get("job_name"))
-    return {"targets": service_targets(plan), "ranges": kv_endpoint_ranges(plan), "jobs": jobs}
+    container): the service ``targets`` and the engine instances' ``pods`` (``routing.instance_pods``)."""
+    return {"targets": service_targets(plan), "pods": instance_pods(plan)}
 
 
 def roll_drain(plan: dict, instance: dict, members: list, context: dict | None = None) -> dict:
     """How the rolling restart takes engine instance ``instance`` (``diff.reconcile``'s ``rolling`` entry) out of
     the coordinator's routing; ``members``: its plan containers; ``context``: ``drain_context(plan)`` (built here
-    when not given). ``how`` ``del`` (with the conductor's ``services`` URL, the instance's KV-event ``endpoints``
-    ranges, the coordinator's ``refresh`` URL and its ``uri`` TLS arguments, the ``instance`` fields of the event but
-    the id, ``grace_s``), or ``none`` with ``why``."""
+    when not given). ``how`` ``del`` (with the coordinator's ``routes`` URL, the ``role`` and pod ``ips`` of the
+    instance, the coordinator's ``refresh`` URL and its ``uri`` TLS arguments, the ``instance`` fields of the event
+    but the id, ``grace_s``), or ``none`` with ``why``."""
     context = context or drain_context(plan)
     role = instance.get("role") or ""
     job = instance.get("job_name") or ""
-    others = context["jobs"].get(role, set()) - {job}
+    others = [name for name, pod in context["pods"].items() if pod["role"] == role and name != job]
     targets = context["targets"]
     why = ""
-    if role not in PUBLISHING_ROLES:
-        why = ("upstream lists the id of a %s instance nowhere (the KV conductor knows prefill/union ranks only): "
-               "the roll waits for the controller to separate it" % role)
-    elif not (plan.get("affinity") and plan.get("kv_conductor") and plan.get("kv_events")):
-        why = "no KV conductor lists the instance's ranks (the only source of its id): the roll waits for the controller"
+    if not targets.get("routes"):
+        why = "the coordinator has no observability port in the plan (the only source of the instance's id)"
     elif not others:
         why = ("the only %s instance: nothing else to route to (the coordinator would report not ready and the "
                "controller would push the instance back)" % role)
     if why:
         return {"how": "none", "why": why}
-    names = {c["name"] for c in members}
+    ips = (context["pods"].get(job) or {}).get("ips") or sorted({c["ip"] for c in members if c.get("ip")})
     coordinator = dict(targets["coordinator"], url=targets["coordinator"]["url"].rsplit("/", 1)[0] + "/instances/refresh")
-    return {"how": "del", "services": targets["conductor"]["url"] + "/services",
-            "endpoints": [e for e in context["ranges"] if e["container"] in names],
+    return {"how": "del", "routes": targets["routes"]["url"], "role": role, "ips": ips,
             "refresh": coordinator["url"], "uri": uri_args(coordinator),
             "instance": {"job_name": job, "model_name": _model_name(plan, role), "role": role},
             "grace_s": DRAIN_GRACE_S}
 
 
-def _owned(endpoint: str, ranges: list) -> bool:
-    at, port = (str(endpoint).rsplit(":", 1) + [""])[:2]
-    return port.isdigit() and any(at == r["at"] and r["first"] <= int(port) < r["first"] + r["count"] for r in ranges)
+def drain_ids(drain: dict, routes_text: str) -> list:
+    """The coordinator ids of the instance's role at its pods' IPs, from its ``GET /metrics?type=dp`` answer."""
+    return routed_ids(routed_instances(routes_text), drain.get("role"), drain.get("ips"))
 
 
-def drain_ids(drain: dict, services: list) -> list:
-    """The coordinator ids the KV conductor's ``GET /services`` list registers at the instance's endpoints."""
-    ids = set()
-    for svc in services or []:
-        if isinstance(svc, dict) and _owned(svc.get("Endpoint", ""), drain.get("endpoints") or []):
-            found = _CONDUCTOR_ID.match(str(svc.get("InstanceID") or ""))
-            if found:
-                ids.add(int(found.group(1)))
-    return sorted(ids)
-
-
-def drain_event(drain: dict, services: list) -> dict:
+def drain_event(drain: dict, routes_text: str) -> dict:
     """The ``POST /instances/refresh`` body that takes the instance out of the coordinator's pools: ``{}`` when the
-    drain is ``none``, when the conductor lists none of its endpoints (nothing registered: nothing routes there), or
-    when they carry more than one id (not one instance: nothing is deleted rather than a wrong one)."""
+    drain is ``none``, when the coordinator routes no instance of its role at its IPs (nothing routes there), or more
+    than one (not one instance: nothing is deleted rather than a wrong one)."""
     if (drain or {}).get("how") != "del":
         return {}
-    ids = drain_ids(drain, services)
+    ids = drain_ids(drain, routes_text)
     if len(ids) != 1:
         return {}
     return {"event": "del", "instances": [dict(drain["instance"], id=ids[0])]}

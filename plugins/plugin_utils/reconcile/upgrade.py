@@ -40,6 +40,13 @@ CHECK_INTERVAL_S = 1
 STATUS_QUERY_S = 5
 SEPARATION_S = HEARTBEAT_TIMEOUT_S + 2 * CHECK_INTERVAL_S + STATUS_QUERY_S
 
+# After the restarted control plane reports ready with every engine normal, how long the coordinator may take to route
+# every running instance before the roll restarts the controller (decide.lost_add_repair): the controller adds an
+# instance as soon as its node managers re-registered (their next heartbeat after the 503 of the new controller,
+# heartbeat_manager.py), the coordinator's metrics collector lists it within reuse_time = 3 s
+# (motor/config/coordinator.py:155) plus one pass over every endpoint's /metrics.
+ROUTES_SETTLE_S = 30
+
 
 def image_only(old: dict, new: dict) -> bool:
     """Whether a container's hash parts (``labels.parse_parts``) changed for a new image with the same own config
@@ -75,13 +82,15 @@ def left_behind(result: dict, existing: dict) -> frozenset:
                      if images.get(m["name"], usual) != usual)
 
 
-def upgrade_work(result: dict, existing: dict, image: str, readiness: list) -> dict:
+def upgrade_work(result: dict, existing: dict, image: str, readiness: list, repair: dict | None = None) -> dict:
     """What the roll of ``result`` (``diff.reconcile``) needs: ``control_plane``, the control-plane containers this
     deploy restarts; ``wait``, the readiness checks that must hold before the first engine instance stops (when the
     control plane restarts, else none; without the engines ``left_behind``); ``order``, the instances in roll
     order; ``previous_image`` and ``image`` (empty when the roll is no image change); ``rollback``, what to run
     when the roll stops; ``separation_s``, the seconds each instance waits between the stop of its pods and the
-    start of the new ones (``SEPARATION_S``)."""
+    start of the new ones (``SEPARATION_S``); ``repair``, when the control plane restarts: the check that the
+    coordinator routes every running instance after ``wait`` and the controller's restart when it does not
+    (``decide.lost_add_repair``)."""
     rolling = result.get("rolling") or []
     control = [r["container"] for r in result.get("actions") or []
                if r["role"] not in ENGINE_ROLES and r["action"] in ("create", "recreate")]
@@ -91,4 +100,5 @@ def upgrade_work(result: dict, existing: dict, image: str, readiness: list) -> d
                 "host); the instances not yet replaced still run it" % before) if upgrade else ""
     return {"control_plane": control, "wait": list(readiness) if rolling and control else [],
             "order": [inst["job_name"] for inst in rolling], "previous_image": before if upgrade else "",
-            "image": image if upgrade else "", "rollback": rollback, "separation_s": SEPARATION_S}
+            "image": image if upgrade else "", "rollback": rollback, "separation_s": SEPARATION_S,
+            "repair": (repair or {}) if rolling and control else {}}

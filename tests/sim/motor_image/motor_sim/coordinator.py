@@ -1,7 +1,8 @@
 """Coordinator stand-in (python3 -m motor.coordinator.main).
 
 Ports from motor_coordinator_config.api_config: inference 1025 (OpenAI /v1/chat/completions),
-management 1026 (/readiness, /instances/refresh), observability 1027 (/metrics).
+management 1026 (/readiness, /instances/refresh), observability 1027 (/metrics; ?type=dp: every engine metric of the
+instances it routes to, labelled with dp_rank, role, instance_id and pod_ip, as upstream's metrics collector).
 Ready when the controller pushed the instances the mode needs: P and D, only P (degraded), or U.
 With scheduler_type kv_cache_affinity and KV_CONDUCTOR_SERVICE set it loads the tokenizer from the
 model directory, registers every prefill (or union) DP rank with the conductor (POST /register,
@@ -195,6 +196,9 @@ class Coordinator:
         self.rr = {role: itertools.count() for role in ("prefill", "decode", "union")}
         self.lock = threading.Lock()
         self.conductor, self.tokenizer, self.kv_cfg = None, None, None
+        prometheus = section(user_config, "motor_coordinator_config", "prometheus_metrics_config")
+        self.metrics_every = float(prometheus.get("reuse_time") or 3)
+        self.dp_metrics = ""
         service = os.environ.get("KV_CONDUCTOR_SERVICE", "")
         if self.scheduler_type == "kv_cache_affinity" and service:
             self._enable_affinity(service)
@@ -377,8 +381,40 @@ class Coordinator:
         return {("POST", "/v1/chat/completions"): self.chat, ("POST", "/v1/completions"): self.completions,
                 ("GET", "/v1/models"): model}
 
+    def collect_metrics(self) -> str:
+        """Upstream's MetricsCollector pass (motor/coordinator/metrics/metrics_collector.py:355-372, 551-608,
+        759-780): every endpoint's management /metrics of every instance held; an instance any of whose endpoints
+        does not answer is left out; each sample gets dp_rank, role, instance_id and pod_ip first."""
+        lines = []
+        with self.lock:
+            instances = list(self.instances)
+        for inst in instances:
+            own = []
+            for ep in inst["endpoints"]:
+                status, text = http_json("GET", f"{scheme('mgmt')}://{ep['ip']}:{ep['mgmt_port']}/metrics", timeout=2)
+                if status != 200 or not isinstance(text, str) or not text.strip():
+                    own = None
+                    break
+                dims = f'dp_rank="{ep["dp_rank"]}",role="{inst["role"]}",instance_id="{inst["id"]}",pod_ip="{ep["ip"]}"'
+                for line in text.splitlines():
+                    if line and not line.startswith("#") and "{" in line:
+                        name, rest = line.split("{", 1)
+                        own.append(f"{name}{{{dims},{rest}")
+            lines += own or []
+        return "\n".join(lines) + ("\n" if lines else "")
+
+    def metrics_loop(self) -> None:
+        while True:
+            self.dp_metrics = self.collect_metrics()
+            time.sleep(self.metrics_every)
+
+    def metrics(self, _body, handler) -> tuple:
+        if "type=dp" in handler.path:
+            return 200, self.dp_metrics
+        return 200, f"motor_coordinator_ready {int(self.ready())}\n"
+
     def obs_routes(self) -> dict:
-        return {("GET", "/metrics"): lambda *_: (200, f"motor_coordinator_ready {int(self.ready())}\n")}
+        return {("GET", "/metrics"): self.metrics}
 
 
 def _answer_text(result: dict) -> str:
@@ -431,6 +467,7 @@ def main() -> None:
     coordinator = Coordinator(user_config)
     serve(f"{COMPONENT}-mgmt", coordinator.mgmt_port, coordinator.mgmt_routes(), tls="mgmt")
     serve(f"{COMPONENT}-obs", coordinator.obs_port, coordinator.obs_routes())
+    threading.Thread(target=coordinator.metrics_loop, daemon=True, name="metrics").start()
     serve(f"{COMPONENT}-infer", coordinator.infer_port, coordinator.infer_routes(), tls="infer")
     wait_forever()
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import ROUTES_SETTLE_S
 from ansible_collections.pymotor.ascend.plugins.action.motor_decide import registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
@@ -388,3 +389,12 @@ def test_decision_of_an_image_upgrade_waits_for_the_control_plane_before_the_rol
     assert [c["name"] for c in wait] == [c["name"] for c in upgrade["readiness"]]  # every engine serves again first
     assert upgrade["upgrade"]["previous_image"] == "local/pymotor:1"
     assert "-e motor_image=local/pymotor:1" in upgrade["upgrade"]["rollback"]
+    # then the coordinator must route every running instance, else the controller restarts (a lost add)
+    repair = upgrade["upgrade"]["repair"]
+    assert [c["until"] for c in repair["routes"]] == ["routes"] and repair["routes"][0]["timeout"] == ROUTES_SETTLE_S
+    assert {e["name"] for e in repair["routes"][0]["endpoints"]} == {c["job_name"] for c in plan["containers"]
+                                                                      if c["role"] in ("prefill", "decode")}
+    assert [[(s["name"], s.get("restart")) for s in run["containers"]] for run in repair["runs"]] == [
+        [(c["name"], True) for c in plan["containers"] if c["role"] == "controller"]]
+    assert repair["again"][0]["endpoints"] == repair["routes"][0]["endpoints"]
+    assert first["upgrade"]["repair"] == {}

@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""A rolled prefill/union instance leaves the coordinator's routing before its pods stop (reconcile/roll_drain.py,
-roles/motor_service/tasks/roll_drain.yml): upstream's "del" event, the id read from the KV conductor. The event is
-checked against upstream's models in ../shared/upstream (those tests skip when absent)."""
+"""A rolled engine instance leaves the coordinator's routing before its pods stop (reconcile/roll_drain.py,
+roles/motor_service/tasks/roll_drain.yml): upstream's "del" event, the id read from the coordinator's
+/metrics?type=dp. The event is checked against upstream's models in ../shared/upstream (those tests skip when
+absent)."""
 
 from __future__ import annotations
 
@@ -52,14 +53,16 @@ def rolling(plan):
             for job, members in by_job.items()]
 
 
-def services_of(plan, ids):
-    """The conductor's GET /services as the coordinator registers every prefill DP rank (conductor_api_client.py)."""
-    out = []
-    for r in roll_drain.kv_endpoint_ranges(plan):
-        job = next(c["job_name"] for c in plan["containers"] if c["name"] == r["container"])
-        out.append({"Endpoint": "%s:%d" % (r["at"], r["first"]), "InstanceID": "vllm-prefill-%d" % ids[job],
-                    "DPRank": 0, "TenantID": ""})
-    return out
+def dp_metrics_of(plan, ids, roles=("prefill", "decode")):
+    """The coordinator's GET /metrics?type=dp with instance ``ids`` (job -> id), as upstream's collector writes it
+    (metrics_collector.py _generate_dp_metrics: dp_rank, role, instance_id, pod_ip before the engine's labels)."""
+    lines = ["# HELP vllm:num_requests_running Number of requests.", "# TYPE vllm:num_requests_running gauge"]
+    for c in plan["containers"]:
+        if c["role"] in roles and c["job_name"] in ids:
+            for ep in c["endpoints"]:
+                lines.append('vllm:num_requests_running{dp_rank="%d",role="%s",instance_id="%d",pod_ip="%s",'
+                             'model_name="m"} 0.0' % (ep["dp_rank"], c["role"], ids[c["job_name"]], c["ip"]))
+    return "\n".join(lines) + "\n"
 
 
 def test_a_prefill_instance_with_another_one_serving_drains_with_a_del_to_the_coordinators_management_port():
@@ -69,56 +72,50 @@ def test_a_prefill_instance_with_another_one_serving_drains_with_a_del_to_the_co
     assert drain["how"] == "del"
     assert drain["refresh"] == "http://%s:%s/instances/refresh" % (plan["coordinator"]["ip"],
                                                                    plan["coordinator"]["mgmt_port"])
-    assert drain["services"].endswith("/services")
-    assert {e["container"] for e in drain["endpoints"]} == {c["name"] for c in members}
+    assert drain["routes"] == "http://%s:%s/metrics?type=dp" % (plan["coordinator"]["ip"],
+                                                                plan["coordinator"]["obs_port"])
+    assert drain["ips"] == sorted({c["ip"] for c in members}) and drain["role"] == "prefill"
     assert drain["instance"] == {"job_name": inst["job_name"], "role": "prefill",
                                  "model_name": plan["containers"][0]["user_config"]["motor_engine_prefill_config"]
                                  ["engine_config"]["served_model_name"]}
     assert drain["uri"] == {} and drain["grace_s"] == roll_drain.DRAIN_GRACE_S
 
 
-def test_the_event_carries_the_id_the_conductor_lists_at_the_instances_own_endpoints():
+def test_the_event_carries_the_id_the_coordinator_lists_at_the_instances_own_hosts_for_every_role():
     plan = make_plan()
-    prefills = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"]
-    ids = {inst["job_name"]: n for n, (inst, _members) in zip((7, 9), prefills)}
-    for inst, members in prefills:
-        event = roll_drain.drain_event(roll_drain.roll_drain(plan, inst, members), services_of(plan, ids))
+    ids = {inst["job_name"]: n for n, (inst, _members) in zip((7, 9, 11, 12), rolling(plan))}
+    for inst, members in rolling(plan):
+        event = roll_drain.drain_event(roll_drain.roll_drain(plan, inst, members), dp_metrics_of(plan, ids))
         model = event["instances"][0]["model_name"]
-        assert event == {"event": "del", "instances": [{"job_name": inst["job_name"], "role": "prefill",
+        assert event == {"event": "del", "instances": [{"job_name": inst["job_name"], "role": inst["role"],
                                                         "id": ids[inst["job_name"]], "model_name": model}]}
         assert model
 
 
-def test_no_event_when_the_conductor_lists_nothing_of_the_instance_or_more_than_one_id():
+def test_no_event_when_the_coordinator_lists_nothing_of_the_instance_or_more_than_one_id():
     plan = make_plan()
-    (inst, members), (other, _other_members) = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"]
+    (inst, members), (other, _other_members) = [(i, m) for i, m in rolling(plan) if i["role"] == "decode"]
     drain = roll_drain.roll_drain(plan, inst, members)
-    assert roll_drain.drain_event(drain, []) == {}
-    assert roll_drain.drain_event(drain, [{"Endpoint": "garbage"}, "x", None]) == {}
-    only_other = [s for s in services_of(plan, {inst["job_name"]: 1, other["job_name"]: 2})
-                  if s["InstanceID"] == "vllm-prefill-2"]
-    assert roll_drain.drain_event(drain, only_other) == {}
-    mine = [s for s in services_of(plan, {inst["job_name"]: 1, other["job_name"]: 2}) if s["InstanceID"] != "vllm-prefill-2"]
-    stale = [dict(s, InstanceID="vllm-prefill-5") for s in mine]
-    assert roll_drain.drain_event(drain, mine + stale) == {}  # two ids at its endpoints: delete none
-    assert roll_drain.drain_ids(drain, mine + stale) == [1, 5]
+    assert roll_drain.drain_event(drain, "") == {}
+    assert roll_drain.drain_event(drain, "garbage\nx{instance_id=\"a\"} 1\n") == {}
+    assert roll_drain.drain_event(drain, dp_metrics_of(plan, {other["job_name"]: 2})) == {}
+    stale = dp_metrics_of(plan, {inst["job_name"]: 5})
+    assert roll_drain.drain_event(drain, dp_metrics_of(plan, {inst["job_name"]: 1}) + stale) == {}  # two ids: none
+    assert roll_drain.drain_ids(drain, dp_metrics_of(plan, {inst["job_name"]: 1}) + stale) == [1, 5]
+    # a prefill id at the decode instance's host is not its id
+    assert roll_drain.drain_ids(drain, dp_metrics_of(plan, {inst["job_name"]: 4}, roles=("prefill",))) == []
 
 
-def test_decode_a_single_prefill_and_a_job_without_conductor_keep_the_bounded_wait():
-    plan = make_plan()
-    for inst, members in rolling(plan):
-        if inst["role"] == "decode":
-            drain = roll_drain.roll_drain(plan, inst, members)
-            assert drain["how"] == "none" and "decode" in drain["why"]
-            assert roll_drain.drain_event(drain, services_of(plan, {i["job_name"]: 1 for i, _members in rolling(plan)})) == {}
+def test_a_single_instance_of_its_role_and_a_plan_without_observability_port_keep_the_bounded_wait():
     single = make_plan(p=1, d=2)
     inst, members = next((i, m) for i, m in rolling(single) if i["role"] == "prefill")
-    assert roll_drain.roll_drain(single, inst, members)["how"] == "none"
-    plain = make_plan(mutate=lambda u: u["motor_coordinator_config"]["scheduler_config"].update(
-        scheduler_type="load_balance"))
-    inst, members = next((i, m) for i, m in rolling(plain) if i["role"] == "prefill")
-    drain = roll_drain.roll_drain(plain, inst, members)
-    assert drain["how"] == "none" and "conductor" in drain["why"]
+    drain = roll_drain.roll_drain(single, inst, members)
+    assert drain["how"] == "none" and "only prefill instance" in drain["why"]
+    plan = make_plan()
+    blind = dict(plan, coordinator=dict(plan["coordinator"], obs_port=None))
+    inst, members = next((i, m) for i, m in rolling(blind) if i["role"] == "decode")
+    drain = roll_drain.roll_drain(blind, inst, members)
+    assert drain["how"] == "none" and "observability port" in drain["why"]
 
 
 def test_with_mgmt_tls_the_del_goes_over_https_with_the_ca_and_client_certificate():
@@ -163,7 +160,7 @@ def test_the_event_has_exactly_what_upstreams_ins_event_msg_and_instance_require
     plan = make_plan()
     inst, members = next((i, m) for i, m in rolling(plan) if i["role"] == "prefill")
     event = roll_drain.drain_event(roll_drain.roll_drain(plan, inst, members),
-                                   services_of(plan, {i["job_name"]: 3 for i, _members in rolling(plan)}))
+                                   dp_metrics_of(plan, {i["job_name"]: n for n, (i, _members) in enumerate(rolling(plan))}))
     assert set(event) == _required_fields("motor/common/resources/http_msg_spec.py", "InsEventMsg")
     assert set(event["instances"][0]) == _required_fields("motor/common/resources/instance.py", "Instance")
     assert 'DEL = "del"' in line("motor/common/resources/http_msg_spec.py", 125)
@@ -177,7 +174,11 @@ def test_the_cited_upstream_lines_say_what_roll_drain_claims():
     assert "EventType.DEL" in line("motor/coordinator/domain/instance_manager.py", 300)
     assert "_delete_instances" in line("motor/coordinator/domain/instance_manager.py", 301)
     assert "_unavailable_pool" in line("motor/coordinator/domain/instance_manager.py", 338)
-    assert 'f"vllm-prefill-{instance.id}"' in line("motor/coordinator/api_client/conductor_api_client.py", 79)
+    assert 'dp_rank="{ep_id}",role="{role}",instance_id="{instance_id}",pod_ip="{pod_ip}"' in line(
+        "motor/coordinator/metrics/metrics_collector.py", 769)
+    assert '"pod_ip": en_info.ip' in line("motor/coordinator/metrics/metrics_collector.py", 605)
+    assert "for ins_info in available_instances.values()" in line("motor/coordinator/metrics/metrics_collector.py", 573)
+    assert "reuse_time: int = 3" in line("motor/config/coordinator.py", 155)
     assert "id=self.ins_id_cnt" in line("motor/controller/core/instance_assembler.py", 306)
     assert "self.ins_id_cnt += 1" in line("motor/controller/core/instance_assembler.py", 317)
     assert "EventType.SET" in line("motor/controller/core/event_pusher.py", 217)
