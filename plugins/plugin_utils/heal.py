@@ -43,10 +43,10 @@ import time
 import urllib.parse
 
 try:  # in the collection (the Ansible controller, unit tests)
-    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import pod_verdict
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import pod_verdict, routed_instances, unrouted
 except ImportError:  # in a container's config directory, next to its copy (reconcile/healer.py)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from motor_health import pod_verdict  # type: ignore[no-redef]
+    from motor_health import pod_verdict, routed_instances, unrouted  # type: ignore[no-redef]
 
 # roles whose live instance makes upstream's coordinator ready (only_prefill is ready; only_decode is not)
 READY_ROLES = ("prefill", "union")
@@ -69,19 +69,38 @@ STALLED_POD = ("its node manager answers normal with no endpoint and none of its
                "normal, instance_manager.py _handle_inactive)")
 
 
-def stranded_coordinator(readiness, instances):
+def stranded_coordinator(readiness, instances, routed=None):
     """The repair rule: why the controller must restart, or None.
 
     ``readiness``: the coordinator's /readiness answer (a dict; None when it did not answer 200 with JSON);
-    ``instances``: ``{instance job name: {"role": ..., "live": bool (every engine answers normal)}}``."""
-    if not isinstance(readiness, dict) or readiness.get("ready") is not False:
+    ``instances``: ``{instance job name: {"role": ..., "live": bool (every engine answers normal), "ips", "need"}}``;
+    ``routed``: the instances the coordinator routes (``motor_health.routed_instances`` of its /metrics?type=dp), or
+    None when not read.
+
+    Two cases: the coordinator says ready: false while a prefill/union instance serves (the SET rule above); or it
+    says ready while a live instance is not routed: upstream's controller adds an instance once
+    (``event_pusher.py:117-121``) and does not retry an add the coordinator refused
+    (``coordinator_api_client.py:48-51``), e.g. one sent while a restarted coordinator did not listen yet, and a
+    ready coordinator gets no SET."""
+    if not isinstance(readiness, dict):
         return None
-    live = sorted(name for name, inst in instances.items() if inst.get("live") and inst.get("role") in READY_ROLES)
-    if not live:
+    if readiness.get("ready") is False:
+        live = sorted(name for name, inst in instances.items()
+                      if inst.get("live") and inst.get("role") in READY_ROLES)
+        if not live:
+            return None
+        return ("the coordinator says ready: false while instance(s) %s serve: upstream's controller re-sends its "
+                "instances only with a prefill instance (event_pusher.py _event_consumer); a restarted controller "
+                "adds each one again" % ", ".join(live))
+    if readiness.get("ready") is not True or routed is None:
         return None
-    return ("the coordinator says ready: false while instance(s) %s serve: upstream's controller re-sends its "
-            "instances only with a prefill instance (event_pusher.py _event_consumer); a restarted controller adds "
-            "each one again" % ", ".join(live))
+    missing = unrouted(routed, [dict(name=name, role=inst.get("role"), ips=inst.get("ips"), need=inst.get("need"))
+                                for name, inst in sorted(instances.items()) if inst.get("live") and inst.get("ips")])
+    if not missing:
+        return None
+    return ("the coordinator is ready but does not route live instance(s) (%s): upstream's controller adds an "
+            "instance once and does not retry a refused add (event_pusher.py, coordinator_api_client.py); a "
+            "restarted controller adds each one again" % "; ".join(missing))
 
 
 def next_allowed(actions, settle, backoff_max, now):
@@ -125,6 +144,21 @@ def get_answer(target, timeout=3):
         conn.close()
 
 
+def get_text(target, timeout=3):
+    """The text of a 200 answer to GET ``target["url"]`` (plain http), else None."""
+    url = urllib.parse.urlsplit(target["url"])
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    try:
+        conn.request("GET", url.path + ("?" + url.query if url.query else ""))
+        resp = conn.getresponse()
+        body = resp.read()
+        return body.decode("utf-8", "replace") if resp.status == 200 else None
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
 def get_json(target, timeout=3):
     """The JSON body of a 200 answer to GET ``target["url"]``, else None."""
     status, body = get_answer(target, timeout)
@@ -137,14 +171,20 @@ def pod_state(pod, answer=get_answer):
     return pod_verdict(status, body, lambda: any(answer(t)[0] != -1 for t in pod["engines"]))
 
 
-def observe(config, get=get_json):
-    """(coordinator readiness, {instance: {"role", "live"}}) now."""
+def observe(config, get=get_json, text=get_text):
+    """(coordinator readiness, {instance: {"role", "live", "ips", "need"}}, the instances it routes or None) now:
+    the routes are read only from a ready coordinator, when the config names its /metrics?type=dp."""
     instances = {}
     for name, inst in (config.get("instances") or {}).items():
         answers = [get(t) for t in inst["engines"]]
         live = bool(answers) and all(isinstance(a, dict) and a.get("status") == "normal" for a in answers)
-        instances[name] = {"role": inst["role"], "live": live}
-    return get(config["coordinator"]), instances
+        instances[name] = {"role": inst["role"], "live": live, "ips": inst.get("ips"), "need": inst.get("need")}
+    readiness = get(config["coordinator"])
+    routed = None
+    if config.get("routes") and isinstance(readiness, dict) and readiness.get("ready") is True:
+        answer = text(config["routes"])
+        routed = routed_instances(answer) if answer is not None else None
+    return readiness, instances, routed
 
 
 def log(what, why, now=None):
@@ -197,9 +237,9 @@ class Healer:
     """The controller's healer (``coordinator``, ``instances_file``) or an engine pod's (``pod``, ``node_manager``,
     ``engines``)."""
 
-    def __init__(self, config, get=get_json, clock=time.time, act=None, answer=get_answer):
+    def __init__(self, config, get=get_json, clock=time.time, act=None, answer=get_answer, text=get_text):
         self.config = dict(DEFAULTS, **config)
-        self.get, self.clock, self.answer = get, clock, answer
+        self.get, self.clock, self.answer, self.text = get, clock, answer, text
         self.act = act or (lambda: end_controller(self.config["stop_grace"], hold=self.config.get("hold", 0)))
         self.since = None  # when the coordinator rule started to hold (in a row)
         self.stalled = {}  # pod -> since when its start command has not come (reset only once it came)
@@ -245,8 +285,7 @@ class Healer:
             name = max(stalled, key=stalled.get)
             return (what, "pod %s: %s; a restarted controller forgets the instance, so the pod registers anew"
                     % (name, STALLED_POD), stalled[name], config.get("pod_settle", CONTROLLER_POD_SETTLE))
-        readiness, instances = observe(config, self.get)
-        why = stranded_coordinator(readiness, instances)
+        why = stranded_coordinator(*observe(config, self.get, self.text))
         if why is None:
             self.since = None
             return None

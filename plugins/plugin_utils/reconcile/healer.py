@@ -17,6 +17,7 @@ import json
 
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_health
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 
 HEALER_SCRIPT = "motor_healer.py"
@@ -62,8 +63,11 @@ def healer_files(plan: dict) -> dict:
     if controller is None:
         return {}
     code = {HEALER_SCRIPT: _read(heal), HEALER_RULE: _read(motor_health)}
-    config = dict(heal.DEFAULTS, coordinator=service_targets(plan)["coordinator"],
+    targets = service_targets(plan)
+    config = dict(heal.DEFAULTS, coordinator=targets["coordinator"],
                   instances_file="%s/%s" % (controller["configmap_path"], HEALER_INSTANCES))
+    if targets.get("routes"):
+        config["routes"] = targets["routes"]
     out = {controller["name"]: dict(code, **{HEALER_CONFIG: _text(config)})}
     for name, pod in _pods(plan).items():
         config = dict(heal.DEFAULTS, settle=heal.POD_SETTLE, hold=heal.POD_HOLD, pod=name,
@@ -74,13 +78,16 @@ def healer_files(plan: dict) -> dict:
 
 def healer_instances(plan: dict) -> dict:
     """``{controller container: {HEALER_INSTANCES: text}}``: ``{instance: {"role", "engines": [targets], "pods":
-    {pod: {"node_manager", "engines"}}}}`` of every engine instance (not hashed)."""
+    {pod: {"node_manager", "engines"}}, "ips", "need"}}`` of every engine instance (not hashed; ``ips``, ``need``:
+    where the coordinator must route it, ``routing.routes_expected``)."""
     controller = _controller(plan)
     if controller is None:
         return {}
     instances = {}
+    where = {e["name"]: {"ips": e["ips"], "need": e["need"]} for e in routes_expected(plan)}
     for name, pod in _pods(plan).items():
-        inst = instances.setdefault(pod["instance"], {"role": pod["role"], "engines": [], "pods": {}})
+        inst = instances.setdefault(pod["instance"], dict({"role": pod["role"], "engines": [], "pods": {}},
+                                                          **where.get(pod["instance"], {})))
         inst["engines"] += pod["engines"]
         inst["pods"][name] = {"node_manager": pod["node_manager"], "engines": pod["engines"]}
     return {controller["name"]: {HEALER_INSTANCES: _text(instances)}}

@@ -153,6 +153,8 @@ def test_controller_config_directory_gets_the_healer_and_boot_starts_it():
     instances = json.loads(written[controller][HEALER_INSTANCES])
     assert sorted(instances) == ["mindie-motor-d0", "mindie-motor-p0", "mindie-motor-p1"]
     assert all(t["url"].endswith("/status") for inst in instances.values() for t in inst["engines"])
+    assert config["routes"]["url"].endswith("/metrics?type=dp")  # where the coordinator says what it routes
+    assert all(inst["ips"] and inst["need"] == 1 for inst in instances.values())
     pods = {pod: target for inst in instances.values() for pod, target in inst["pods"].items()}
     engine_pods = sorted(c["name"] for c in plan["containers"] if c.get("tier") == 2)
     assert sorted(pods) == engine_pods and all(t["node_manager"]["url"].endswith("/node-manager/status")
@@ -316,3 +318,36 @@ def test_the_controller_leaves_a_pod_that_waits_for_a_peer_that_does_not_answer(
     for clock[0] in (0.0, float(heal.CONTROLLER_POD_SETTLE), 2.0 * heal.CONTROLLER_POD_SETTLE):
         assert not h.step()
     assert acted == [] and h.stalled == {}
+
+
+def test_rule_acts_on_a_ready_coordinator_that_does_not_route_a_live_instance():
+    live = {"d0": {"role": "decode", "live": True, "ips": ["10.0.0.2"], "need": 1},
+            "p0": {"role": "prefill", "live": True, "ips": ["10.0.0.1"], "need": 1}}
+    ready = dict(NOT_READY, ready=True)
+    both = {3: {"role": "prefill", "ips": {"10.0.0.1"}}, 4: {"role": "decode", "ips": {"10.0.0.2"}}}
+    assert heal.stranded_coordinator(ready, live, both) is None
+    why = heal.stranded_coordinator(ready, live, {3: both[3]})
+    assert "does not route live instance(s) (d0: 0/1 decode" in why
+    assert heal.stranded_coordinator(ready, live, None) is None  # routes not read: no judgement
+    assert heal.stranded_coordinator(ready, dict(live, d0=dict(live["d0"], live=False)), {3: both[3]}) is None
+
+
+def test_healer_reads_the_routes_of_a_ready_coordinator_and_restarts_the_controller_for_a_lost_add(tmp_path):
+    cluster, clock, acted = Cluster(ready=True), [0.0], []
+    instances = tmp_path / "instances.json"
+    instances.write_text(json.dumps({"u0": {"role": "union", "engines": [{"url": "http://e/status", "tls": None}],
+                                            "ips": ["10.0.0.1"], "need": 1}}))
+    routes = {"text": ""}
+    config = {"coordinator": {"url": "http://c/readiness", "tls": None}, "instances_file": str(instances),
+              "routes": {"url": "http://c:1027/metrics?type=dp", "tls": None},
+              "state": str(tmp_path / "state.json"), "settle": 40}
+    h = heal.Healer(config, get=cluster.get, clock=lambda: clock[0], act=lambda: acted.append(clock[0]),
+                    text=lambda target: routes["text"])
+    assert not h.step()
+    clock[0] = 20.0
+    routes["text"] = 'vllm:x{dp_rank="0",role="union",instance_id="2",pod_ip="10.0.0.1",model_name="m"} 1.0\n'
+    assert not h.step()  # routed: the hold starts anew
+    clock[0], routes["text"] = 30.0, ""
+    assert not h.step()
+    clock[0] = 70.0
+    assert h.step() and acted == [70.0]
