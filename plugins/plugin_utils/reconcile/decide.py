@@ -266,8 +266,9 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
 def lost_add_repair(plan: dict, result: dict, judged: dict, skip: frozenset, timeouts: dict) -> dict:
     """After the control plane restarted for a roll, before the first instance stops: ``routes``, the check that the
     coordinator routes every running instance (but ``skip``) within ``upgrade.ROUTES_SETTLE_S``; ``runs``, the
-    controller's restart when it does not, and ``again``, the same check then, within the ready timeout. The controller and the coordinator restart together, and an instance whose
-    node managers re-registered before the new coordinator listened had its ``add`` refused, never retried
+    controller's restart when it does not, and ``again``, the same check then, within the ready timeout. The
+    controller and the coordinator restart together, and an instance whose node managers re-registered before the
+    new coordinator listened had its ``add`` refused, never retried
     (``motor/controller/api_client/coordinator_api_client.py:48-51``, ``event_pusher.py:144-182``); a coordinator
     ready with the other instances gets no ``set`` (``event_pusher.py:184-235``). A restarted controller takes every
     instance in anew (its node managers re-register) and adds each to the coordinator, which now listens."""

@@ -392,8 +392,8 @@ def test_decision_of_an_image_upgrade_waits_for_the_control_plane_before_the_rol
     # then the coordinator must route every running instance, else the controller restarts (a lost add)
     repair = upgrade["upgrade"]["repair"]
     assert [c["until"] for c in repair["routes"]] == ["routes"] and repair["routes"][0]["timeout"] == ROUTES_SETTLE_S
-    assert {e["name"] for e in repair["routes"][0]["endpoints"]} == {c["job_name"] for c in plan["containers"]
-                                                                      if c["role"] in ("prefill", "decode")}
+    engines = {c["job_name"] for c in plan["containers"] if c["role"] in ("prefill", "decode")}
+    assert {e["name"] for e in repair["routes"][0]["endpoints"]} == engines
     assert [[(s["name"], s.get("restart")) for s in run["containers"]] for run in repair["runs"]] == [
         [(c["name"], True) for c in plan["containers"] if c["role"] == "controller"]]
     assert repair["again"][0]["endpoints"] == repair["routes"][0]["endpoints"]
