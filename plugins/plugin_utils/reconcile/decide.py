@@ -263,10 +263,19 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
     return out
 
 
-def lost_add_repair(plan: dict, result: dict, judged: dict, skip: frozenset, timeouts: dict) -> dict:
+def _upgrade(plan: dict, result: dict, judged: dict, existing: dict, timeouts: dict) -> dict:
+    skip = left_behind(result, existing)
+    readiness = readiness_checks(plan, timeouts, skip)
+    return upgrade_work(result, existing, next(iter(judged["settings"].values()), {}).get("image", ""), readiness,
+                        lost_add_repair(plan, result, judged, skip, timeouts, readiness))
+
+
+def lost_add_repair(plan: dict, result: dict, judged: dict, skip: frozenset, timeouts: dict, readiness: list) -> dict:
     """After the control plane restarted for a roll, before the first instance stops: ``routes``, the check that the
     coordinator routes every running instance (but ``skip``) within ``upgrade.ROUTES_SETTLE_S``; ``runs``, the
-    controller's restart when it does not, and ``again``, the same check then, within the ready timeout. The
+    controller's restart when it does not; ``after``, the same check within the ready timeout with the KV conductor's
+    checks of ``readiness`` (a prefill instance whose add was lost never has its ranks registered, so they wait for
+    the repair: ``upgrade_work`` leaves them out of its ``wait``). The
     controller and the coordinator restart together, and an instance whose node managers re-registered before the
     new coordinator listened had its ``add`` refused, never retried
     (``motor/controller/api_client/coordinator_api_client.py:48-51``, ``event_pusher.py:144-182``); a coordinator
@@ -278,7 +287,7 @@ def lost_add_repair(plan: dict, result: dict, judged: dict, skip: frozenset, tim
     if not routes or not controller:
         return {}
     return {"routes": routes, "runs": _instance_runs(plan, controller, result, judged, restart=True),
-            "again": routes_checks(plan, timeouts["ready"], jobs)}
+            "after": routes_checks(plan, timeouts["ready"], jobs) + [c for c in readiness if c["until"] == "endpoints"]}
 
 
 def stall_work(plan: dict, result: dict, judged: dict) -> dict:
@@ -348,9 +357,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "unreachable": unreachable,
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
-        "upgrade": upgrade_work(result, existing, next(iter(judged["settings"].values()), {}).get("image", ""),
-                                readiness_checks(plan, timeouts, left_behind(result, existing)),
-                                lost_add_repair(plan, result, judged, left_behind(result, existing), timeouts)),
+        "upgrade": _upgrade(plan, result, judged, existing, timeouts),
         **stall_work(plan, result, judged),
         "states": discovered_states({h: probes.get(h) for h in hosts}),
         "conductor_url": conductor["url"] if conductor else "",

@@ -90,7 +90,7 @@ def upgrade_work(result: dict, existing: dict, image: str, readiness: list, repa
     when the roll stops; ``separation_s``, the seconds each instance waits between the stop of its pods and the
     start of the new ones (``SEPARATION_S``); ``repair``, when the control plane restarts: the check that the
     coordinator routes every running instance after ``wait`` and the controller's restart when it does not
-    (``decide.lost_add_repair``)."""
+    (``decide.lost_add_repair``; the KV conductor's checks then move from ``wait`` to its ``after``)."""
     rolling = result.get("rolling") or []
     control = [r["container"] for r in result.get("actions") or []
                if r["role"] not in ENGINE_ROLES and r["action"] in ("create", "recreate")]
@@ -98,7 +98,9 @@ def upgrade_work(result: dict, existing: dict, image: str, readiness: list, repa
     upgrade = bool(rolling) and bool(before) and before != image
     rollback = ("roll back with the same deploy command plus -e motor_image=%s (the previous image is still on every "
                 "host); the instances not yet replaced still run it" % before) if upgrade else ""
-    return {"control_plane": control, "wait": list(readiness) if rolling and control else [],
+    repair = (repair or {}) if rolling and control else {}
+    wait = [c for c in readiness if not repair or c["until"] != "endpoints"]
+    return {"control_plane": control, "wait": wait if rolling and control else [],
             "order": [inst["job_name"] for inst in rolling], "previous_image": before if upgrade else "",
             "image": image if upgrade else "", "rollback": rollback, "separation_s": SEPARATION_S,
-            "repair": (repair or {}) if rolling and control else {}}
+            "repair": repair}

@@ -386,7 +386,8 @@ def test_decision_of_an_image_upgrade_waits_for_the_control_plane_before_the_rol
     upgrade = decide(plan, ["h1", "ctl"], probes, settings, {}, OPTIONS)
     assert upgrade["reconcile"]["first"] == {} and len(upgrade["rolling"]) == 2
     wait = upgrade["upgrade"]["wait"]
-    assert [c["name"] for c in wait] == [c["name"] for c in upgrade["readiness"]]  # every engine serves again first
+    # every engine serves again first; the conductor's ranks wait for the routes check (a lost prefill add)
+    assert [c["name"] for c in wait] == [c["name"] for c in upgrade["readiness"] if c["until"] != "endpoints"]
     assert upgrade["upgrade"]["previous_image"] == "local/pymotor:1"
     assert "-e motor_image=local/pymotor:1" in upgrade["upgrade"]["rollback"]
     # then the coordinator must route every running instance, else the controller restarts (a lost add)
@@ -396,5 +397,6 @@ def test_decision_of_an_image_upgrade_waits_for_the_control_plane_before_the_rol
     assert {e["name"] for e in repair["routes"][0]["endpoints"]} == engines
     assert [[(s["name"], s.get("restart")) for s in run["containers"]] for run in repair["runs"]] == [
         [(c["name"], True) for c in plan["containers"] if c["role"] == "controller"]]
-    assert repair["again"][0]["endpoints"] == repair["routes"][0]["endpoints"]
+    assert repair["after"][0]["endpoints"] == repair["routes"][0]["endpoints"]
+    assert repair["after"][1:] == [c for c in upgrade["readiness"] if c["until"] == "endpoints"]
     assert first["upgrade"]["repair"] == {}

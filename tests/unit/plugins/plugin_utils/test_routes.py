@@ -85,5 +85,6 @@ def test_the_roll_repairs_a_lost_add_by_restarting_the_controller_then_waits_aga
     assert "upgrade.repair.routes" in repair["block"][0]["pymotor.ascend.motor_wait"]["checks"]
     restart = next(t for t in repair["rescue"] if "pymotor.ascend.motor_containers" in t)
     assert "upgrade.repair.runs" in restart["loop"]
-    again = next(t for t in repair["rescue"] if "block" in t)
-    assert "upgrade.repair.again" in again["block"][0]["pymotor.ascend.motor_wait"]["checks"]
+    after = tasks[names.index(repair["name"]) + 1]
+    assert "upgrade.repair.after" in after["block"][0]["pymotor.ascend.motor_wait"]["checks"]
+    assert any("not_ready.yml" in str(t.get("ansible.builtin.include_tasks")) for t in after["rescue"])
