@@ -73,7 +73,7 @@ conformance: venv images
 	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs --import-mode=importlib tests/conformance -m "not rolls"; fi
 
 # The rolling upgrade and rollback under load on the real control plane (tests/conformance/test_upgrade.py, engines
-# that load for 60 s: about 20 minutes mostly waiting; on demand, like rolls).
+# that load for 60 s: about 20 minutes mostly waiting; in make test's third lane, scripts/run_tests.sh).
 conformance-rolls: venv images
 	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
 	if [ -n "$$reason" ]; then echo "make conformance-rolls: SKIPPED: $$reason"; else \

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `make test` after venv and images: every test part, in three lanes at once so that the CPU-bound checks (unit, lint,
 # sanity) and the conformance suite overlap with the Docker suites, which spend much of their time waiting for
-# containers (CI has 90 minutes on 2 cores); the simulated fleet's faults take the third lane (the rolling upgrade
-# under load, make rolls, is on demand: README "Known failures"). Each lane's output is kept in its own log and printed whole when the lane
-# ends; a lane goes on after a failed part (make -k); the exit code is non-zero when any part failed.
+# containers (CI has 90 minutes on 2 cores); the simulated fleet's faults and the rolling upgrade and rollback under
+# load on the real control plane (about 20 min, mostly waiting for engines that load for 60 s) take the third lane
+# (the stand-in's rolls, make rolls, are on demand). Each lane's output is kept in its own log and printed whole when
+# the lane ends; a lane goes on after a failed part (make -k); the exit code is non-zero when any part failed.
 # MOTOR_TEST_LANES=1 runs the parts one after another.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-lanes=("unit lint sanity conformance" "integration molecule" "fleet-faults")
+lanes=("unit lint sanity conformance" "integration molecule" "fleet-faults conformance-rolls")
 if [ "${MOTOR_TEST_LANES:-2}" = 1 ]; then
   exec make --no-print-directory ${lanes[*]}
 fi

@@ -9,9 +9,11 @@ Usage: python tests/conformance/conductor_image.py (prints the conductor image t
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -22,6 +24,7 @@ import build_image  # noqa: E402  (tests/conformance/build_image.py)
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 GO_VERSION = "1.23.9"
 STATE = REPO_ROOT / ".build" / "conformance"
+CONDUCTOR_LOCK = Path(tempfile.gettempdir()) / "pymotor-conformance-conductor.lock"
 
 
 def upstream(name: str) -> Path:
@@ -91,9 +94,13 @@ def ensure_conductor_image() -> str:
     base = build_image.ensure_conformance_image()
     target = conductor_tag(base)
     proxy = upstream("goproxy")
-    # Concurrent runs (own MOTOR_SIM_PREFIX_SUFFIX each) must not share the build container's name.
-    result = build(base, target, goproxy_dir=proxy, go_sum=proxy / "go.sum", state=STATE,
-                   prefix="pymotor-conformance" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", ""))
+    # Concurrent runs (own MOTOR_SIM_PREFIX_SUFFIX each) must not share the build container's name; and one build at
+    # a time in STATE (make test's lanes run make conformance and make conformance-rolls at once): the second finds
+    # the image built and its playbook run changes nothing.
+    with open(CONDUCTOR_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = build(base, target, goproxy_dir=proxy, go_sum=proxy / "go.sum", state=STATE,
+                       prefix="pymotor-conformance" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", ""))
     if result.returncode != 0:
         raise RuntimeError(f"build_image.yml failed ({result.returncode}):\n{result.stdout[-6000:]}\n"
                            f"{result.stderr[-3000:]}")
