@@ -59,7 +59,7 @@ integration: venv images
 
 # On demand (not in make test): README "Known failures".
 rolls: venv images
-	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration/test_upgrade.py
+	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -s --import-mode=importlib tests/integration/test_upgrade.py
 
 fleet-faults: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration/test_fleet_faults.py

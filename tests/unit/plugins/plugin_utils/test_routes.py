@@ -14,10 +14,12 @@ import yaml
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import (
     condition_met, routed_ids, routed_instances, unrouted)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import instance_pods, routes_expected
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile import roll_drain
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import instance_checks, routes_checks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers of the neighbouring tests (importlib mode)
 
+from test_heal import seed_plan  # noqa: E402
 from test_roll_drain import TASKS, dp_metrics_of, make_plan, rolling  # noqa: E402
 
 TEXT = """# HELP vllm:kv_cache_usage_perc u
@@ -88,3 +90,21 @@ def test_the_roll_repairs_a_lost_add_by_restarting_the_controller_then_waits_aga
     after = tasks[names.index(repair["name"]) + 1]
     assert "upgrade.repair.after" in after["block"][0]["pymotor.ascend.motor_wait"]["checks"]
     assert any("not_ready.yml" in str(t.get("ansible.builtin.include_tasks")) for t in after["rescue"])
+
+
+def test_union_instances_of_pd_hybrid_drain_and_wait_for_their_routes_the_same_way():
+    plan = seed_plan("seed_pd_hybrid", hybrid_instances_num=2)
+    unions = [(inst, members) for inst, members in rolling(plan) if inst["role"] == "union"]
+    assert len(unions) == 2
+    ids = {inst["job_name"]: n for n, (inst, _members) in zip((3, 4), unions)}
+    for inst, members in unions:
+        drain = roll_drain.roll_drain(plan, inst, members)
+        assert drain["how"] == "del" and drain["role"] == "union"
+        event = roll_drain.drain_event(drain, dp_metrics_of(plan, ids, roles=("union",)))
+        assert event["instances"][0]["id"] == ids[inst["job_name"]]
+        routes = [c for c in instance_checks(plan, inst, members, {"ready": 600, "port": 60}) if c["until"] == "routes"]
+        assert routes[0]["endpoints"][0]["role"] == "union"
+        assert condition_met("routes", 200, None, routes[0]["endpoints"], dp_metrics_of(plan, ids, roles=("union",)))
+    single = seed_plan("seed_pd_hybrid")
+    inst, members = next((i, m) for i, m in rolling(single) if i["role"] == "union")
+    assert roll_drain.roll_drain(single, inst, members)["how"] == "none"  # the only union instance
