@@ -122,9 +122,9 @@ def _context(tls):
     return ctx
 
 
-def get_answer(target, timeout=3):
-    """(HTTP status, JSON body or None) of GET ``target["url"]``; (-1, None) when nothing answers (http.client: this
-    file runs alone)."""
+def _fetch(target, timeout=3):
+    """(HTTP status, body bytes) of GET ``target["url"]``; (-1, None) when nothing answers (http.client: this file
+    runs alone)."""
     url = urllib.parse.urlsplit(target["url"])
     if url.scheme == "https":
         conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=_context(target.get("tls")))
@@ -133,30 +133,26 @@ def get_answer(target, timeout=3):
     try:
         conn.request("GET", url.path + ("?" + url.query if url.query else ""))
         resp = conn.getresponse()
-        body = resp.read()
-        try:
-            return resp.status, json.loads(body)
-        except ValueError:
-            return resp.status, None
+        return resp.status, resp.read()
     except (OSError, http.client.HTTPException):
         return -1, None
     finally:
         conn.close()
 
 
-def get_text(target, timeout=3):
-    """The text of a 200 answer to GET ``target["url"]`` (plain http), else None."""
-    url = urllib.parse.urlsplit(target["url"])
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+def get_answer(target, timeout=3):
+    """(HTTP status, JSON body or None) of GET ``target["url"]``; (-1, None) when nothing answers."""
+    status, body = _fetch(target, timeout)
     try:
-        conn.request("GET", url.path + ("?" + url.query if url.query else ""))
-        resp = conn.getresponse()
-        body = resp.read()
-        return body.decode("utf-8", "replace") if resp.status == 200 else None
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        conn.close()
+        return status, json.loads(body) if body is not None else None
+    except ValueError:
+        return status, None
+
+
+def get_text(target, timeout=3):
+    """The text of a 200 answer to GET ``target["url"]``, else None."""
+    status, body = _fetch(target, timeout)
+    return body.decode("utf-8", "replace") if status == 200 else None
 
 
 def get_json(target, timeout=3):

@@ -118,23 +118,28 @@ def engine_checks(plan: dict, targets: dict, timeouts: dict, names=None) -> list
     return checks
 
 
-def routes_checks(plan: dict, timeout, jobs=None, name="the coordinator routes every engine instance") -> list:
+def routes_checks(plan: dict, timeout, jobs=None, name="the coordinator routes every engine instance",
+                  context: dict | None = None) -> list:
     """The ``routes`` check (none without a coordinator observability port) that the coordinator routes the engine
     instances ``jobs`` (default all): upstream's controller adds an instance to it once (``event_pusher.py:117-121``),
-    so a coordinator that was not listening then reports ready with the others and never routes it."""
-    targets = service_targets(plan)
-    expected = routes_expected(plan, jobs)
+    so a coordinator that was not listening then reports ready with the others and never routes it. ``context``:
+    ``roll_drain.drain_context(plan)`` (built here when not given)."""
+    context = context or drain_context(plan)
+    targets = context["targets"]
+    expected = routes_expected(plan, jobs, context["pods"])
     if not targets.get("routes") or not expected:
         return []
     return [_check(name, "routes", targets["routes"], timeout, ["coordinator", "controller"], endpoints=expected,
                    host=(plan.get("coordinator") or {}).get("host"))]
 
 
-def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -> list:
+def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict, context: dict | None = None) -> list:
     """The motor_wait checks after one engine instance of a rolling restart: its node managers report normal, the
     KV conductor lists its DP ranks, the coordinator is ready and routes it (ready holds with the role's other
-    instances alone)."""
-    targets = service_targets(plan)
+    instances alone). ``context``: ``roll_drain.drain_context(plan)``, built once per roll (built here when not
+    given)."""
+    context = context or drain_context(plan)
+    targets = context["targets"]
     checks = [_check("the node manager of %s reports normal" % c["name"], "status_ok",
                      targets["node_managers"][c["name"]], timeouts["ready"], [c["role"]]) for c in members]
     checks += engine_checks(plan, targets, timeouts, [c["name"] for c in members])
@@ -146,7 +151,7 @@ def instance_checks(plan: dict, instance: dict, members: list, timeouts: dict) -
     checks.append(_check("the coordinator reports ready", "ready", targets["coordinator"], timeouts["ready"],
                          ["coordinator"]))
     return checks + routes_checks(plan, timeouts["ready"], {instance["job_name"]},
-                                  "the coordinator routes %s" % instance["job_name"])
+                                  "the coordinator routes %s" % instance["job_name"], context)
 
 
 def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
@@ -258,7 +263,7 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
         stuck += [{"name": c["name"], "host": c["host"]} for c in by_name.values() if c["role"] == "coordinator"]
         out.append({"job_name": instance["job_name"], "reason": instance["reason"],
                     "runs": _instance_runs(plan, members, result, judged),
-                    "checks": instance_checks(plan, instance, members, timeouts), "stuck": stuck,
+                    "checks": instance_checks(plan, instance, members, timeouts, drains), "stuck": stuck,
                     "drain": roll_drain(plan, instance, members, drains)})
     return out
 
@@ -282,12 +287,14 @@ def lost_add_repair(plan: dict, result: dict, judged: dict, skip: frozenset, tim
     ready with the other instances gets no ``set`` (``event_pusher.py:184-235``). A restarted controller takes every
     instance in anew (its node managers re-register) and adds each to the coordinator, which now listens."""
     jobs = {c["job_name"] for c in plan.get("containers") or [] if c["name"] not in skip}
-    routes = routes_checks(plan, ROUTES_SETTLE_S, jobs)
+    context = drain_context(plan)
+    routes = routes_checks(plan, ROUTES_SETTLE_S, jobs, context=context)
     controller = [c for c in plan.get("containers") or [] if c["role"] == "controller"]
     if not routes or not controller:
         return {}
     return {"routes": routes, "runs": _instance_runs(plan, controller, result, judged, restart=True),
-            "after": routes_checks(plan, timeouts["ready"], jobs) + [c for c in readiness if c["until"] == "endpoints"]}
+            "after": routes_checks(plan, timeouts["ready"], jobs, context=context)
+            + [c for c in readiness if c["until"] == "endpoints"]}
 
 
 def stall_work(plan: dict, result: dict, judged: dict) -> dict:

@@ -56,8 +56,9 @@ def _model_name(plan: dict, role: str) -> str:
 
 
 def drain_context(plan: dict) -> dict:
-    """What every instance's drain reads of the whole plan, built once per roll (each is a pass over every
-    container): the service ``targets`` and the engine instances' ``pods`` (``routing.instance_pods``)."""
+    """What every instance's drain and readiness checks (``decide.instance_checks``) read of the whole plan, built once
+    per roll (each is a pass over every container): the service ``targets`` and the engine instances' ``pods``
+    (``routing.instance_pods``)."""
     return {"targets": service_targets(plan), "pods": instance_pods(plan)}
 
 
