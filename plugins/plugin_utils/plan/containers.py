@@ -280,11 +280,12 @@ class ContainerBuilder:
             kec = ensure(engine_config, "kv_events_config")
             prefix = spec["events"]["endpoint"][0]
             kec["endpoint"] = f"{prefix}:{pod['kv_events']}"
-            plist.extend(pod["kv_events"] + r for r in pod["rank_pool"])
+            pool = pod["rank_pool"]  # a range: base + any rank of the instance
+            plist.extend(range(pod["kv_events"] + pool.start, pod["kv_events"] + pool.stop))
             port_map["kv_events"] = pod["kv_events"]
             if pod["kv_events_replay"] is not None:
                 kec["replay_endpoint"] = f"{spec['events']['replay'][0]}:{pod['kv_events_replay']}"
-                plist.extend(pod["kv_events_replay"] + r for r in pod["rank_pool"])
+                plist.extend(range(pod["kv_events_replay"] + pool.start, pod["kv_events_replay"] + pool.stop))
                 port_map["kv_events_replay"] = pod["kv_events_replay"]
         hccl_ports, hccl_map, hccl_env = self.hccl_of(pod)
         plist.extend(hccl_ports)

@@ -92,7 +92,7 @@ def merge_ranges(ranges):
 
 class Host:
     __slots__ = ("name", "index", "ip", "nic", "hw", "npu_ids", "free", "reserved", "reserved_lo",
-                 "engine", "control", "ports", "event_ranks", "labels")
+                 "engine", "control", "ports", "spans", "event_ranks", "labels")
 
     def __init__(self, name, index):
         self.name = name
@@ -106,8 +106,9 @@ class Host:
         self.reserved_lo = []
         self.engine = False
         self.control = False
-        self.ports = {}
-        self.event_ranks = set()
+        self.ports = {}  # port -> container
+        self.spans = []  # (lo, hi, container): a KV-event rank pool's ports, taken as one block (take_span)
+        self.event_ranks = []  # the rank pools (ranges) of the publishing pods on this host
         self.labels = {}
 
     # ports -----------------------------------------------------------------------------------
@@ -125,10 +126,29 @@ class Host:
                 if self.reserved[i][0] <= end:
                     return self.reserved[i][1] + 1
                 i -= 1
+        for lo, hi, _owner in self.spans:
+            if lo <= end and hi >= start:
+                return hi + 1
         for port in range(end, start - 1, -1):
             if port in self.ports:
                 return port + 1
         return None
+
+    def busy(self, start, end):
+        """True when a port of start..end (inclusive, in range) is reserved or taken."""
+        if self.reserved:
+            i = bisect.bisect_right(self.reserved_lo, end) - 1
+            if i >= 0 and self.reserved[i][1] >= start:  # reserved intervals are merged: only this one can overlap
+                return True
+        if any(lo <= end and hi >= start for lo, hi, _owner in self.spans):
+            return True
+        return not self.ports.keys().isdisjoint(range(start, end + 1))
+
+    def owner(self, port):
+        """The container that took ``port``, else None."""
+        if port in self.ports:
+            return self.ports[port]
+        return next((owner for lo, hi, owner in self.spans if lo <= port <= hi), None)
 
     def is_reserved(self, port):
         if not self.reserved:
@@ -137,8 +157,12 @@ class Host:
         return i >= 0 and self.reserved[i][1] >= port
 
     def take(self, start, length, owner):
-        for port in range(start, start + length):
-            self.ports[port] = owner
+        self.ports.update(dict.fromkeys(range(start, start + length), owner))
+
+    def take_span(self, start, length, owner):
+        """Take start..start+length-1 as one block: a rank pool's ports, many and only ever checked as a block."""
+        if length > 0:
+            self.spans.append((start, start + length - 1, owner))
 
     def alloc(self, preferred, length, owner):
         """Lowest free range of ``length`` ports starting at or above ``preferred``; None if none."""
@@ -150,6 +174,15 @@ class Host:
                 return start
             start = nxt
         return None
+
+    # KV-event ranks -------------------------------------------------------------------------
+    def shares_rank(self, pool):
+        """True when a publishing pod on this host may get a DP rank of ``pool`` (a range) too."""
+        return any(r.start < pool.stop and pool.start < r.stop for r in self.event_ranks)
+
+    def rank_spans(self):
+        """The DP ranks of this host's publishing pods as merged inclusive (lo, hi) spans, ascending."""
+        return merge_ranges((r.start, r.stop - 1) for r in self.event_ranks if r)
 
     # NPUs ------------------------------------------------------------------------------------
     def find_block(self, count, align):

@@ -42,8 +42,8 @@ def occupants(host, start, length):
     for port in range(start, start + length):
         if host.is_reserved(port):
             out.append((port, None))
-        elif port in host.ports:
-            out.append((port, host.ports[port]))
+        elif host.owner(port) is not None:
+            out.append((port, host.owner(port)))
     return out
 
 

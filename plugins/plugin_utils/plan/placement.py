@@ -145,7 +145,7 @@ class Placement:
                     skip[idx] = idx + 1  # never fits this size again: NPUs are only ever taken
                 elif idx in taken:
                     pass
-                elif publishing and any(r in host.event_ranks for r in pool):
+                elif publishing and host.shares_rank(pool):
                     conflict_min = idx if conflict_min is None else min(conflict_min, idx)
                 else:
                     found = (host, start)
@@ -160,18 +160,18 @@ class Placement:
             for npu in npus:
                 host.free[npu] = False
             if publishing:
-                host.event_ranks.update(pool)
+                host.event_ranks.append(pool)
             chosen.append(found)
-            self._add_pod(role, inst, pod, host, npus, ranks, job_name)
+            self._add_pod(role, inst, pod, host, npus, ranks, job_name, pool)
         return True
 
     def _pod_name(self, role, inst, pod):
         return f"{self.job_id}-{ROLE_LETTER[role]}{inst}-{pod}"
 
-    def _add_pod(self, role, inst, pod, host, npus, ranks, job_name):
+    def _add_pod(self, role, inst, pod, host, npus, ranks, job_name, pool):
         self.pods.append({
             "role": role, "instance": inst, "pod": pod, "host": host, "npu_ids": npus,
-            "dp_ranks": ranks, "rank_pool": self._rank_pool(self.engines[role]),
+            "dp_ranks": ranks, "rank_pool": pool,
             "job_name": job_name, "name": self._pod_name(role, inst, pod),
         })
 
@@ -212,13 +212,14 @@ class Placement:
             count = spec["npus"]
             align = npu_align(self.hw, count)
             publishing = role == self.events_role
+            pool = self._rank_pool(spec)
             for inst in range(spec["count"]):
                 slots = []
                 for pod in range(spec["pods"]):
                     slot = self._previous_slot(self._pod_name(role, inst, pod), count, align, engine_hosts)
                     if slot is None or any(slot[0] is s[0] for s in slots):
                         break
-                    if publishing and any(r in slot[0].event_ranks for r in self._rank_pool(spec)):
+                    if publishing and slot[0].shares_rank(pool):
                         break
                     slots.append(slot)
                 if len(slots) != spec["pods"]:
@@ -229,8 +230,8 @@ class Placement:
                     for npu in npus:
                         host.free[npu] = False
                     if publishing:
-                        host.event_ranks.update(self._rank_pool(spec))
-                    self._add_pod(role, inst, pod, host, npus, ranks, spec["job_names"][inst])
+                        host.event_ranks.append(pool)
+                    self._add_pod(role, inst, pod, host, npus, ranks, spec["job_names"][inst], pool)
 
     @staticmethod
     def _ranks(spec, pod):
@@ -242,8 +243,11 @@ class Placement:
         """Every DP rank a pod of the instance may get. The real controller gives a pod the next ``dpl`` ranks and
         the master role in the order the pods register (upstream motor/controller/core/instance_assembler.py
         ``id_offset = get_endpoints_num()``), not in pod-index order: KV-event ports (base + rank on the pod's host),
-        the one-publisher-per-rank-per-host rule and the conductor's expected endpoints use this pool."""
-        return list(range(spec["pods"] * spec["dpl"]))
+        the one-publisher-per-rank-per-host rule and the conductor's expected endpoints use this pool.
+
+        A ``range``, made once per instance and shared by its pods: checks and reservations work on its bounds
+        (``Host.shares_rank``, ``event_ports.py``), only the plan's output lists its ranks."""
+        return range(spec["pods"] * spec["dpl"])
 
     def place_control(self):
         hosts = self.control_hosts

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import gc
+from itertools import chain
 from typing import Any
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
@@ -29,6 +30,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     splits_npu_group,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.containers import ContainerBuilder
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.event_ports import EventPorts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import (
     MOONCAKE_STORE_CONNECTORS,
     as_int,
@@ -88,7 +90,7 @@ def placement_of(plan: dict) -> dict[str, dict]:
     }
 
 
-class Planner(SGLangPlan, Placement, PortAssignment, HcclPorts, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
+class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
     """One plan: check the config, parse the hosts, place, assign ports, build the containers, check the result."""
 
     def __init__(self, config, hosts, previous=None, config_root=CONFIG_ROOT):
@@ -230,7 +232,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, HcclPorts, ContainerBuilder
             by_host.setdefault(cont["host"], []).append(cont)
         for host_name, conts in by_host.items():
             host = self._host_index[host_name]
-            ports = [p for c in conts for p in c["ports"]]
+            ports = list(chain.from_iterable(c["ports"] for c in conts))  # C loops: a pool's ports are many
             npus = [n for c in conts for n in c["npu_ids"]]
             clean = len(set(ports)) == len(ports) and len(set(npus)) == len(npus)
             clean = clean and (not ports or (min(ports) >= PORT_MIN and max(ports) <= PORT_MAX))
@@ -282,7 +284,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, HcclPorts, ContainerBuilder
                 "npu_ids": list(host.npu_ids), "used_npu_ids": used,
                 "free_npu_ids": [n for n in host.npu_ids if host.free[n]],
                 "reserved_ports": [[lo, hi] for lo, hi in host.reserved],
-                "ports": sorted([p for c in conts for p in c["ports"]]),
+                "ports": sorted(chain.from_iterable(c["ports"] for c in conts)),
                 "containers": [c["name"] for c in conts],
             }
         instances = []

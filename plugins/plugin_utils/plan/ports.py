@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import re
-
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     CONDUCTOR_PORT,
     CONTROLLER_API_PORT,
@@ -25,7 +23,6 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     PORT_MAX,
     PORT_MIN,
     Problem,
-    ROLE_LETTER,
     WATCHER_METRICS_PORT,
     WATCHER_ROLE,
 )
@@ -131,7 +128,7 @@ class PortAssignment:
         pool_host = self.control.get("kv_pool")
         if pool_host is not None:
             metrics = as_int(self.kv_pool.get("metrics_port")) or KV_POOL_METRICS_PORT
-            if pool_host.is_reserved(metrics) or metrics in pool_host.ports:
+            if pool_host.is_reserved(metrics) or pool_host.owner(metrics) is not None:
                 self.problems.append(Problem(f"hosts.{pool_host.name}.motor_reserved_ports",
                                              f"mooncake_master (kv_pool) always binds its metrics port {metrics} on this host",
                                              "do not reserve it, or list another host first in motor_control_hosts"))
@@ -323,85 +320,6 @@ class PortAssignment:
                 prefs["sources"]["kv"] = kv_path
             prefs["kv"] = pref
         return prefs
-
-    def _assign_event_base(self):
-        """One event (and replay) base port for the publishing role, free for all its ranks on all hosts."""
-        if self.events_role is None:
-            return
-        spec = self.engines[self.events_role]
-        prefix, base = spec["events"]["endpoint"]
-        kv_events = self.config.get("kv_events") or {}
-        base = as_int(kv_events.get("endpoint_port")) or base
-        ranks_by_host = [(h, sorted(h.event_ranks)) for h in self.hosts if h.event_ranks]
-        kept = self._previous_event_base("kv_events", ranks_by_host, base, None)
-        base = kept if kept is not None else self._free_base(ranks_by_host, base, None)
-        self.shared_ports["kv_events"] = base
-        self.shared_ports["kv_events_prefix"] = prefix
-        replay = spec["events"]["replay"]
-        if replay is not None:
-            rbase = as_int(kv_events.get("replay_port")) or replay[1]
-            kept = self._previous_event_base("kv_events_replay", ranks_by_host, rbase, base)
-            rbase = kept if kept is not None else self._free_base(ranks_by_host, rbase, base)
-            self.shared_ports["kv_events_replay"] = rbase
-            self.shared_ports["kv_events_replay_prefix"] = replay[0]
-        for pod in self.pods:
-            if pod["role"] != self.events_role:
-                continue
-            host = pod["host"]
-            for rank in pod["rank_pool"]:
-                host.take(base + rank, 1, pod["name"])
-                if replay is not None:
-                    host.take(self.shared_ports["kv_events_replay"] + rank, 1, pod["name"])
-
-    def _previous_event_base(self, key, ranks_by_host, preferred, other):
-        """The base most previous publishing pods had (ties: the lowest) when still free for every rank, else None."""
-        if not self.previous:
-            return None
-        pattern = re.compile(rf"{re.escape(self.job_id)}-{ROLE_LETTER[self.events_role]}\d+-\d+")
-        votes = {}
-        for name, entry in self.previous.items():
-            port_map = entry.get("port_map") if isinstance(entry, dict) else None
-            if isinstance(name, str) and pattern.fullmatch(name) and isinstance(port_map, dict):
-                value = as_int(port_map.get(key))
-                if value is not None:
-                    votes[value] = votes.get(value, 0) + 1
-        if not votes:
-            return None
-        base = min(votes, key=lambda v: (-votes[v], v))
-        if base < preferred:
-            return None
-        for host, ranks in ranks_by_host:
-            rank_set = set(ranks)
-            for rank in ranks:
-                port = base + rank
-                if port < PORT_MIN or port > PORT_MAX or host.is_reserved(port) or port in host.ports:
-                    return None
-                if other is not None and (port - other) in rank_set:
-                    return None
-        return base
-
-    def _free_base(self, ranks_by_host, base, other):
-        base = max(base, 1)
-        while True:
-            bumped = False
-            for host, ranks in ranks_by_host:
-                rank_set = set(ranks) if other is not None else None
-                for rank in ranks:
-                    port = base + rank
-                    if port > PORT_MAX:
-                        self._fail_port(host, "KV event ports")
-                        return base
-                    clash = port < PORT_MIN or host.is_reserved(port) or port in host.ports
-                    if not clash and other is not None:
-                        clash = (port - other) in rank_set
-                    if clash:
-                        base = max(base + 1, PORT_MIN - rank) if port < PORT_MIN else base + 1
-                        bumped = True
-                        break
-                if bumped:
-                    break
-            if not bumped:
-                return base
 
     def _assign_instance_ports(self, role, pods):
         """The ports of one instance that ``_keep_previous_ports`` did not keep (all of them for a new one)."""
