@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import bisect
 import gc
 from itertools import chain
 from typing import Any
@@ -133,6 +134,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
         self._kv_warned = set()
         self._env_warned = set()
         self._host_index = {h.name: h for h in self.hosts}
+        self._host_ports = {}  # host -> its containers' ports, sorted (check_invariant)
         # the current placement (sticky scale / reconfigure): name -> {host, npu_ids, port_map}
         self.previous = previous if isinstance(previous, dict) else {}
         self.kept = set()  # (role, instance) of the engine instances kept where previous puts them
@@ -232,11 +234,14 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
             by_host.setdefault(cont["host"], []).append(cont)
         for host_name, conts in by_host.items():
             host = self._host_index[host_name]
-            ports = list(chain.from_iterable(c["ports"] for c in conts))  # C loops: a pool's ports are many
+            # loops in C and bisect: a host's ports are mostly rank pools, many more than its containers
+            ports = sorted(chain.from_iterable(c["ports"] for c in conts))
+            self._host_ports[host_name] = ports  # the plan lists them (result)
             npus = [n for c in conts for n in c["npu_ids"]]
             clean = len(set(ports)) == len(ports) and len(set(npus)) == len(npus)
-            clean = clean and (not ports or (min(ports) >= PORT_MIN and max(ports) <= PORT_MAX))
-            clean = clean and not (host.reserved and any(host.is_reserved(p) for p in ports))
+            clean = clean and (not ports or (ports[0] >= PORT_MIN and ports[-1] <= PORT_MAX))
+            clean = clean and not any(bisect.bisect_right(ports, hi) > bisect.bisect_left(ports, lo)
+                                      for lo, hi in host.reserved)
             clean = clean and set(npus) <= set(host.npu_ids)
             if not clean:
                 bugs.extend(self._explain(host, conts))
@@ -284,7 +289,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
                 "npu_ids": list(host.npu_ids), "used_npu_ids": used,
                 "free_npu_ids": [n for n in host.npu_ids if host.free[n]],
                 "reserved_ports": [[lo, hi] for lo, hi in host.reserved],
-                "ports": sorted(chain.from_iterable(c["ports"] for c in conts)),
+                "ports": self._host_ports.get(host.name) or sorted(chain.from_iterable(c["ports"] for c in conts)),
                 "containers": [c["name"] for c in conts],
             }
         instances = []
