@@ -48,15 +48,15 @@ def per_rank_base(ranks_by_host, base, other):
 
 def random_host(rng, index, near):
     host = Host(f"h{index}", index)
-    reserved = [(lo, lo + rng.randrange(4)) for lo in (near + rng.randrange(200) for _ in range(rng.randrange(3)))]
+    reserved = [(lo, lo + rng.randrange(4)) for lo in (near + rng.randrange(200) for _n in range(rng.randrange(3)))]
     host.reserved = merge_ranges(reserved)
     host.reserved_lo = [lo for lo, _hi in host.reserved]
-    for _ in range(rng.randrange(4)):
+    for _n in range(rng.randrange(4)):
         host.take(near + rng.randrange(200), 1 + rng.randrange(3), "other")
     if rng.random() < 0.3:
         start = near + rng.randrange(200)
         host.take_span(start, 1 + rng.randrange(20), "earlier-pool")
-    for _ in range(1 + rng.randrange(2)):  # one or two publishing pods: pools from 0 or, made up, from elsewhere
+    for _n in range(1 + rng.randrange(2)):  # one or two publishing pods: pools from 0 or, made up, from elsewhere
         lo = 0 if rng.random() < 0.7 else rng.randrange(30)
         host.event_ranks.append(range(lo, lo + 1 + rng.randrange(24)))
     return host
