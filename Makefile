@@ -9,6 +9,8 @@ COLLECTION_LINK := .build/collections/ansible_collections/pymotor/ascend
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/.build/collections
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# Every suite prints its slow tests and fixtures (setup rows are the module-scoped clusters): tests/README.md's table.
+DURATIONS := --durations=0 --durations-min=2
 
 .PHONY: help test demo demo-down bench venv collection-link docker images tools unit lint sanity integration rolls fleet-faults molecule conformance conformance-rolls clean
 
@@ -42,7 +44,7 @@ tools:
 	bash scripts/ensure_tools.sh
 
 unit: venv tools
-	$(BIN)/pytest -q --import-mode=importlib tests/unit
+	$(BIN)/pytest -q $(DURATIONS) --import-mode=importlib tests/unit
 
 lint: venv
 	$(BIN)/yamllint -s .
@@ -54,7 +56,7 @@ sanity: venv
 # The rolling upgrade under load (engines that load for 60 s, about 20 minutes mostly waiting; on demand) and the
 # 24-host simulated fleet with a refused and a black-holed host (a lane of its own in make test) run apart.
 integration: venv images
-	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration \
+	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q $(DURATIONS) --import-mode=importlib tests/integration \
 	  --ignore=tests/integration/test_upgrade.py --ignore=tests/integration/test_fleet_faults.py
 
 # On demand (not in make test): README "Known failures".
@@ -62,7 +64,7 @@ rolls: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -s --import-mode=importlib tests/integration/test_upgrade.py
 
 fleet-faults: venv images
-	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q --import-mode=importlib tests/integration/test_fleet_faults.py
+	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q $(DURATIONS) --import-mode=importlib tests/integration/test_fleet_faults.py
 
 # Against the real upstream PyMotor and Mooncake (../shared/upstream or MOTOR_UPSTREAM_*): skipped with the reason
 # when they are absent. First run builds the conformance image (~2 min) and the real conductor (~2 min); both are
@@ -70,14 +72,14 @@ fleet-faults: venv images
 conformance: venv images
 	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
 	if [ -n "$$reason" ]; then echo "make conformance: SKIPPED: $$reason"; else \
-	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs --import-mode=importlib tests/conformance -m "not rolls"; fi
+	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs $(DURATIONS) --import-mode=importlib tests/conformance -m "not rolls"; fi
 
 # The rolling upgrade and rollback under load on the real control plane (tests/conformance/test_upgrade.py, engines
 # that load for 60 s: about 20 minutes mostly waiting; in make test's third lane, scripts/run_tests.sh).
 conformance-rolls: venv images
 	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
 	if [ -n "$$reason" ]; then echo "make conformance-rolls: SKIPPED: $$reason"; else \
-	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs -s --import-mode=importlib tests/conformance -m rolls; fi
+	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs -s $(DURATIONS) --import-mode=importlib tests/conformance -m rolls; fi
 
 # molecule 26 finds a collection's scenarios under extensions/molecule/ (it ignores molecule/).
 molecule: venv images
