@@ -18,7 +18,9 @@ description:
     coordinator's OpenAI C(/v1/completions) with streaming, at the trace's arrival times multiplied by O(time_scale),
     with prompts whose 512-token blocks are equal exactly where the trace's C(hash_ids) are (the tokenizer is measured
     through the first prefill engine's C(/tokenize)). Empties the prefill engines' prefix caches first
-    (vLLM's C(POST /reset_prefix_cache), served only with C(VLLM_SERVER_DEV_MODE=1)) when O(cold_start). Reads
+    (vLLM's C(POST /reset_prefix_cache), served only with C(VLLM_SERVER_DEV_MODE=1); its answers are in the
+    report's C(cold_start)) when O(cold_start). Every run's prompts carry a fresh salt, so a run starts cold even
+    where the engines do not serve that route. Reads
     every prefill engine's prefix-cache counters (C(vllm:prefix_cache_queries), C(vllm:prefix_cache_hits)) before,
     during and after, prints a progress line every 10 s and returns the run's report.
   - With O(reports) - writes their comparison to O(dest) (JSON) and a self-contained HTML page beside it (same name,
