@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_bench
-short_description: Replay a request trace against a deployed PyMotor job and report hit ratio, latency and load
+short_description: Internal - replay a request trace against a deployed PyMotor job and report hit ratio, latency and load
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Without O(reports) - replays a Mooncake-format trace (O(trace)) or the built-in shared-prefix workload through the
     coordinator's OpenAI C(/v1/completions) with streaming, at the trace's arrival times multiplied by O(time_scale),
     with prompts whose 512-token blocks are equal exactly where the trace's C(hash_ids) are (the tokenizer is measured
