@@ -410,7 +410,9 @@ def test_a_wait_on_engines_that_load_for_90_s_prints_progress_at_least_every_30_
     """The readiness wait of a deploy: the control plane answers at once, the engines only after 90 s of model load.
     The wait prints a plain progress line at least every 30 s: how long, what is ready, what is not, time left."""
     clock = Clock()
-    loading = lambda now: (200, {"status": "normal"}, "{}") if now >= 90 else (-1, None, "connection refused")
+
+    def loading(now):
+        return (200, {"status": "normal"}, "{}") if now >= 90 else (-1, None, "connection refused")
     get, dummy = answering({"http://ctl/readiness": lambda now: (200, {"ready": True}, "{}"),
                             "http://h1:1026/status": loading, "http://h2:1026/status": loading}, clock)
     checks = [{"name": "controller", "url": "http://ctl/readiness", "until": "ready", "timeout": 1800},

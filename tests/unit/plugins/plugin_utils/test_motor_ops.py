@@ -168,7 +168,8 @@ def test_status_rows_and_table():
     info = {"Name": "/j-p0-0", "RestartCount": 2, "Image": "sha256:0123456789abcdef0123",
             "State": {"Running": True, "Status": "running", "StartedAt": "2026-01-01T00:00:00.123456789Z",
                       "Health": {"Status": "healthy"}},
-            "Config": {"Image": "site/pymotor:2", "Labels": {"io.pymotor.role": "prefill", "io.pymotor.container": "j-p0-0",
+            "Config": {"Image": "site/pymotor:2",
+                       "Labels": {"io.pymotor.role": "prefill", "io.pymotor.container": "j-p0-0",
                                   "io.pymotor.ports": "3026,5557"}},
             "HostConfig": {"Devices": [{"PathOnHost": "/dev/davinci1"}, {"PathOnHost": "/dev/davinci0"},
                                        {"PathOnHost": "/dev/davinci_manager"}]}}
