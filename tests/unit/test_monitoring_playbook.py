@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import ansible_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,10 +63,10 @@ def test_monitoring_writes_the_files_idempotently_and_refreshes_only_existing(tm
     targets = json.loads((directory / "targets" / f"{job}.json").read_text(encoding="utf-8"))
     engines = sum(len(c["endpoints"]) for c in plan["containers"] if c["tier"] == 2)
     assert len([t for t in targets if "dp_rank" in t["labels"]]) == engines
-    config = json.loads((directory / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((directory / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
     assert config["rule_files"] == [f"{directory}/rules/{job}.rules.yml"]
     assert run(tmp_path, directory) == 0  # idempotent
     assert run(tmp_path, directory, "-e", "motor_operations_monitoring_refresh=true") == 0  # same plan: unchanged
     assert run(tmp_path, "relative") > 0  # taken from the current directory, named absolute in the config
-    config = json.loads((tmp_path / "relative" / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((tmp_path / "relative" / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
     assert config["rule_files"] == [f"{tmp_path}/relative/rules/{job}.rules.yml"]

@@ -102,3 +102,19 @@ def test_no_source_given():
     rc, output = run_validate()
     assert rc != 0
     assert "motor_config_dir" in output and "motor_user_config_path" in output
+
+
+def test_playbook_level_variables_are_checked_against_their_argument_spec():
+    """motor_config_dir and the other variables every playbook reads have an argument spec (the motor_plan role's
+    entry point validate), checked before the configuration is read."""
+    rc, output = run_validate({"motor_config_dir": str(FIXTURES / "seed_pd_separation"), "motor_plan_discover": "maybe",
+                               "motor_user_config_overrides": "not a list"})
+    assert rc != 0, output
+    assert "Validating arguments against arg spec 'validate'" in output
+    assert "argument 'motor_plan_discover' is of type str and we were unable to convert to bool" in output
+    assert "motor_user_config_overrides" in output
+    assert "Normalize and validate the configuration" not in output
+    spec = (REPO / "roles" / "motor_plan" / "meta" / "argument_specs.yml").read_text(encoding="utf-8")
+    for name in ("motor_config_dir", "motor_user_config_path", "motor_env_config_path", "motor_user_config_overrides",
+                 "motor_show_normalized", "motor_plan_output", "motor_plan_discover", "motor_image"):
+        assert f"      {name}:\n" in spec.split("\n  main:\n")[0], name
