@@ -42,7 +42,8 @@ def run(tmp_path, directory, *extra):
     book = tmp_path / "monitoring_test.yml"
     book.write_text(PLAYBOOK.format(plan=REPO / "playbooks" / "plan.yml"), encoding="utf-8")
     cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventories" / "example" / "hosts.yml"), str(book),
-           "-e", f"motor_plan_output={tmp_path / 'plan.json'}", "-e", f"motor_monitoring_dir={directory}", *extra]
+           "-e", f"motor_plan_output={tmp_path / 'plan.json'}", "-e", f"motor_monitoring_dir={directory}",
+           "-e", f"motor_config_dir={REPO / 'examples' / 'seed_pd_separation'}", *extra]
     proc = subprocess.run(cmd, cwd=tmp_path, env=ansible_env(tmp_path), capture_output=True, text=True, timeout=300,
                           check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -15,13 +15,15 @@ from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import ansible_en
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+SEED = REPO / "examples" / "seed_pd_separation"  # the shipped inventory names no configuration: each run passes it
 
 
 def run_plan(tmp_path, *extra):
     output = tmp_path / "out" / "plan.json"
     env = ansible_env(tmp_path)
     cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventories" / "example" / "hosts.yml"),
-           str(REPO / "playbooks" / "plan.yml"), "-e", f"motor_plan_output={output}", *extra]
+           str(REPO / "playbooks" / "plan.yml"), "-e", f"motor_plan_output={output}", "-e", f"motor_config_dir={SEED}",
+           *extra]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     return proc, output
 

@@ -60,6 +60,19 @@ def test_good_config_dir():
     assert rc == 0, output
     assert "mode: pd_separation" in output
     assert "affinity: True" in output
+    # the one line every job playbook starts with (they all import validate.yml): the job and where its config is
+    assert f"msg: job mindie-motor from {FIXTURES / 'seed_pd_separation'}\n" in output, output
+
+
+def test_shipped_inventories_name_no_configuration():
+    """A mistyped -e motor_config_dir must fail ("no PyMotor configuration given"), not fall back to a demo config
+    deployed under the job id of every upstream example."""
+    files = [p for p in (REPO / "inventories").rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        for key in ("motor_config_dir", "motor_user_config_path", "motor_env_config_path"):
+            assert not any(line.split("#", 1)[0].strip().startswith(key + ":") for line in text.splitlines()), path
 
 
 def test_good_config_paths_with_warnings_and_overrides():
