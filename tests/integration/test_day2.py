@@ -145,7 +145,7 @@ def test_readme_quick_start_runs_as_written(cluster, tmp_path):
     assert proc.returncode == 0, out[-6000:] + proc.stderr[-2000:]
     runs = out.split("PLAY [Validate the PyMotor configuration]")[1:]
     assert len(runs) == 4, out[-3000:]  # plan, deploy, status, verify
-    assert all(f"msg: job {JOB} from {cluster['config']}" in re.sub(r"\s+", " ", run) for run in runs), out[-6000:]
+    assert all(f"job {JOB} from {cluster['config']}" in re.sub(r"\s+", " ", run) for run in runs), out[-6000:]
     deploy = runs[1]
     hosts_recap = [line for line in deploy[deploy.index("PLAY RECAP"):].splitlines()[1:]
                    if "ok=" in line and not line.startswith("localhost")]  # the controller writes its own plan file

@@ -61,7 +61,7 @@ def test_good_config_dir():
     assert "mode: pd_separation" in output
     assert "affinity: True" in output
     # the one line every job playbook starts with (they all import validate.yml): the job and where its config is
-    assert f"msg: job mindie-motor from {FIXTURES / 'seed_pd_separation'}\n" in output, output
+    assert f"\njob mindie-motor from {FIXTURES / 'seed_pd_separation'}\n" in output, output
 
 
 def test_shipped_inventories_name_no_configuration():
