@@ -44,7 +44,7 @@ RULES = (
      "condition": "the coordinator says ready: false while every engine of a prefill/union instance answers normal",
      "action": "restart the controller (its process ends; Docker's restart policy starts it again)",
      "budget": {"settle": 40, "backoff": (80, 160, 320, 600), "per_hour": 3},
-     "readme": ("the coordinator restarted, PD hybrid",)},
+     "readme": ("the coordinator restarted, PD hybrid", "the control host's Docker engine restarted")},
     {"name": "lost_add", "agent": "controller",
      "watches": "the coordinator's /readiness and /metrics?type=dp; every engine's management /status and /metrics",
      "condition": "the coordinator is ready but does not route an instance whose engines all answer normal, over "
@@ -80,7 +80,7 @@ RULES = (
                   "coordinator made",
      "action": "POST /register of each missing registration (the coordinator's own body)",
      "budget": {"settle": 0, "backoff": (2,), "per_hour": None},
-     "readme": ("the KV conductor restarted",)},
+     "readme": ("the KV conductor restarted", "the control host's Docker engine restarted")},
 )
 
 AGENTS = ("controller", "pod", "host", "kv_watcher")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules as rules
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.monitoring import HEALER_ALARM_METRIC
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files
@@ -399,6 +400,7 @@ def test_the_controller_healer_alarms_instead_of_restarting_once_its_budget_is_s
     assert "the budget of 3 restarts an hour is spent" in out
     text = metrics.read_text()
     assert 'motor_healer_alarm{container="j-controller",job="j",rule="lost_add"} 1' in text
+    assert HEALER_ALARM_METRIC + "{" in text  # what the alert rule MotorHealerBudgetSpent reads
     assert 'motor_healer_actions_last_hour{container="j-controller",job="j"} 3' in text
     routes["text"] = 'vllm:x{dp_rank="0",role="union",instance_id="2",pod_ip="10.0.0.1",model_name="m"} 1.0\n'
     h.step()  # the rule no longer holds: the alarm clears
