@@ -29,6 +29,7 @@ class ActionModule(EntryPoint):
         "port_timeout": {"type": "int", "required": True},
         "watcher_script": {"type": "str", "required": True},
         "max_fail_percentage": {"type": "float", "default": 0},
+        "allow_outage": {"type": "bool", "default": False},
     }
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 

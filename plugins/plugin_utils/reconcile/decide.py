@@ -50,7 +50,12 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrat
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import drain_context, roll_drain
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import ROUTES_SETTLE_S, left_behind, upgrade_work
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import (
+    ROUTES_SETTLE_S,
+    left_behind,
+    outage_problems,
+    upgrade_work,
+)
 
 
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
@@ -337,7 +342,8 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     ``overrides``: host -> its own values of those variables; ``options``: ``startup_cache``,
     ``startup_in_image``, ``ready_timeout``, ``port_timeout``, ``watcher_script`` (the KV watcher's code),
     ``registrations`` (the conductor's ``GET /services`` answer, or None: a re-run repairs what it lost),
-    ``max_fail_percentage`` (hosts not read or without Docker up to that share get no work: ``unreachable``)."""
+    ``max_fail_percentage`` (hosts not read or without Docker up to that share get no work: ``unreachable``),
+    ``allow_outage`` (roll the only running instance of a role; without it that roll is a problem: ``outage_problems``)."""
     plan = with_host_healers(plan)  # one healer container per host (plan/healer.py)
     judged = judge_hosts(plan, hosts, probes, settings, overrides)
     unreachable = unreachable_hosts(judged, probes, hosts, options.get("max_fail_percentage") or 0)
@@ -350,7 +356,11 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         return decision
     existing = {host: (probes.get(host) or {}).get("containers") or [] for host in hosts}
     files = own_files(plan, options.get("watcher_script") or "")
-    result = reconcile(plan, fold_files(hash_parts(plan, judged), files), existing)
+    result = reconcile(plan, fold_files(hash_parts(plan, judged, existing), files), existing)
+    outage = [] if options.get("allow_outage") else outage_problems(plan, result)
+    if outage:  # before anything changes: the roll would leave a role with no serving instance
+        decision["problems"] = list(decision["problems"]) + [str(problem) for problem in outage]
+        return decision
     registrations = repair_registrations(plan, result, options.get("registrations"))
     steps = tier_steps(plan)
     timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"]}
