@@ -82,6 +82,13 @@ options:
         anything changes.
     type: bool
     default: false
+  drain_timeout:
+    description:
+      - Seconds the engines of a rolled instance may take, after it left the coordinator's routing, until they report
+        no running and no waiting request (vLLM's C(num_requests_running) / C(num_requests_waiting)); then its pods
+        stop anyway.
+    type: int
+    default: 120
 """
 
 EXAMPLES = r"""
@@ -112,7 +119,8 @@ def main():
                 settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
                 startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True),
                 port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True),
-                max_fail_percentage=dict(type="float", default=0), allow_outage=dict(type="bool", default=False))
+                max_fail_percentage=dict(type="float", default=0), allow_outage=dict(type="bool", default=False),
+                drain_timeout=dict(type="int", default=120))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_decide runs as an action plugin on the controller")
 
