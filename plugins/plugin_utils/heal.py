@@ -303,7 +303,8 @@ class Healer:
         verdicts = {name: pod_state(pod, self.answer) for name, pod in sorted(pods.items())}
         waiting = {m for members in (groups or {}).values() if any(verdicts.get(m) == "unknown" for m in members)
                    for m in members}
-        if peers and any(pod_state(peer, self.answer) != "started" for _name, peer in sorted(peers.items())):
+        if peers and "stalled" in verdicts.values() and any(  # peers asked only when it matters
+                pod_state(peer, self.answer) != "started" for _name, peer in sorted(peers.items())):
             waiting |= set(pods)
         for name, verdict in verdicts.items():
             if verdict == "started":
