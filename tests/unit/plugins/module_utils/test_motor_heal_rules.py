@@ -53,8 +53,8 @@ def test_every_rule_heals_a_row_of_the_readme_table_that_names_its_agent():
             heals = matching[0]
             named = AGENT_NAMES[rule["agent"]] in heals or (
                 rule["agent"] in ("pod", "controller") and SAME_TWO in heals)
-            assert named, "README row '%s' does not name the %s agent of rule %s" % (start, rule["agent"],
-                                                                                        rule["name"])
+            assert named, "README row '%s' does not name the %s agent of rule %s" % (
+                start, rule["agent"], rule["name"])
 
 
 def test_every_readme_row_healed_by_an_agent_of_ours_has_its_rule():
