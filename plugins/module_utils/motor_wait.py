@@ -193,7 +193,7 @@ def describe(check, status, body, text):
         answer += "; missing %s" % ", ".join(missing_endpoints(body, check.get("endpoints")))
     if check["until"] == "idle" and status == 200:
         held = requests_in_flight(text)
-        answer = "no vLLM request gauges" if held is None else "%g request(s) running or waiting" % held
+        answer = "no vLLM request gauges" if held is None else "%s request(s) running or waiting" % int(held)
     if check["until"] == "routes" and status == 200:
         answer = "not routed: %s" % ", ".join(unrouted(routed_instances(text), check.get("endpoints")))
     return answer[:ANSWER_LIMIT]
