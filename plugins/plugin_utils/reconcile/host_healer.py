@@ -5,11 +5,12 @@
 ``module_utils/motor_host_healer.py``).
 
 Its config directory gets the healer (``motor_host_healer.py``), the collection's Docker API client it uses
-(``motor_docker.py``, standard library), the table of healing rules (``motor_heal_rules.py``) and its config (the job
-id, its own name, the state file); all count in its config hash. The container gets its host's Docker unix socket
-(the only way it reaches Docker: no Docker API on the network) and the host's ``/dev`` read-only at ``/host/dev`` (it
-only checks that the NPU devices exist; without them in its device list the cgroup lets it open none); no capability, no new privileges, a read-only root filesystem,
-no port. Its state file is in its log directory on the host (``<log_root>/<job_id>/<container>/``)."""
+(``motor_docker.py``, standard library), the table of healing rules (``motor_heal_rules.py``) and its config (the
+job id, its own name, the state file); all count in its config hash. The container gets its host's Docker unix
+socket (the only way it reaches Docker: no Docker API on the network) and the host's ``/dev`` read-only at
+``/host/dev`` (it only checks that the NPU devices exist; without them in its device list the cgroup lets it open
+none); no capability, no new privileges, a read-only root filesystem, no port. Its state file is in its log
+directory on the host (``<log_root>/<job_id>/<container>/``)."""
 
 from __future__ import annotations
 
