@@ -17,7 +17,7 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import ssl_context
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import (
-    CONDITIONS, condition_met, missing_endpoints, pod_verdict, routed_instances, unrouted)
+    CONDITIONS, condition_met, missing_endpoints, pod_verdict, requests_in_flight, routed_instances, unrouted)
 
 ANSWER_LIMIT = 300
 STALL_PROBE_SECONDS = 5.0  # how often the stall probes run while the checks are polled (each probe is 1 + n GETs)
@@ -194,6 +194,9 @@ def describe(check, status, body, text):
     answer = "no answer (%s)" % text if status == -1 else "HTTP %s %s" % (status, text)
     if check["until"] == "endpoints" and status == 200:
         answer += "; missing %s" % ", ".join(missing_endpoints(body, check.get("endpoints")))
+    if check["until"] == "idle" and status == 200:
+        held = requests_in_flight(text)
+        answer = "no vLLM request gauges" if held is None else "%s request(s) running or waiting" % int(held)
     if check["until"] == "routes" and status == 200:
         answer = "not routed: %s" % ", ".join(unrouted(routed_instances(text), check.get("endpoints")))
     return answer[:ANSWER_LIMIT]

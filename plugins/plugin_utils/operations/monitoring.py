@@ -40,6 +40,9 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import 
 
 ENGINE_ROLES = ("prefill", "decode", "union")
 REGISTRATIONS_METRIC = "motor_kv_conductor_registrations"
+# the controller's healer writes it to motor_healer.prom in the controller's log directory (plugin_utils/heal.py
+# write_metrics; node_exporter's textfile collector exports it): 1 while a rule holds and its restart budget is spent
+HEALER_ALARM_METRIC = "motor_healer_alarm"
 DEFAULTS = {
     "scrape_interval": "15s",
     "hit_ratio_min": 0.3,  # prefix-cache hit ratio of the publishing role below this ...
@@ -179,6 +182,12 @@ def alert_rules(plan: dict, settings: dict | None = None) -> dict:
         "0m", "warning",
         "{{ $labels.pod }} ({{ $labels.role }}) on {{ $labels.host }} restarted repeatedly within %s" % rw,
         "Run %s (RESTARTS column) and %s for its log" % (run % "status", run % "collect_logs")))
+    rules.append(_rule(
+        "MotorHealerBudgetSpent", "%s{%s} > 0" % (HEALER_ALARM_METRIC, sel), "0m", "critical",
+        "The healer of {{ $labels.container }} sees rule {{ $labels.rule }} hold but spent its restart budget: it "
+        "alarms instead of restarting",
+        "Read its line (docker logs {{ $labels.container }} | grep motor-healer), run %s, then %s (docs/design.md, "
+        "'A budget, then alarms')" % (run % "status", run % "deploy")))
     return {"groups": [{"name": "pymotor-%s" % job, "rules": rules}]}
 
 

@@ -102,7 +102,8 @@ def test_https_when_mgmt_tls_is_on():
 def test_rules_follow_the_plan():
     names = [r.get("alert") for r in alert_rules(affinity_plan())["groups"][0]["rules"] if "alert" in r]
     assert names == ["MotorCoordinatorNotReady", "MotorEngineEndpointDown", "MotorKVRegistrationsMissing",
-                     "MotorPrefixCacheHitRatioLow", "MotorPrefillLoadImbalance", "MotorContainerRestarting"]
+                     "MotorPrefixCacheHitRatioLow", "MotorPrefillLoadImbalance", "MotorContainerRestarting",
+                     "MotorHealerBudgetSpent"]
     for rule in alert_rules(affinity_plan())["groups"][0]["rules"]:
         if "alert" in rule:
             assert rule["annotations"]["summary"] and "playbooks/" in rule["annotations"]["runbook"]
@@ -151,6 +152,7 @@ def test_promtool_checks_config_and_rules(tmp_path, promtool_bin):
 P0 = {"job": "job", "role": "prefill", "instance": "job-p0", "pod": "job-p0-0", "host": "e1", "dp_rank": "0"}
 P1 = dict(P0, instance="job-p1", pod="job-p1-0", host="e2")
 COORD = {"job": "job", "role": "coordinator", "instance": "job-coordinator", "pod": "job-coordinator", "host": "c1"}
+HEALER = {"job": "job", "container": "job-controller", "rule": "lost_add"}
 WATCHER = {"job": "job", "role": "kv_conductor", "instance": "job-kv-watcher", "pod": "job-kv-watcher", "host": "c1"}
 
 
@@ -204,6 +206,9 @@ def rule_cases():
              [dict(P0, severity="warning")]),
         case("MotorContainerRestarting", "10m", [series("process_start_time_seconds", P0, "100x10"),
                                                  series("up", P0, "1x10")], []),
+        case("MotorHealerBudgetSpent", "5m", [series("motor_healer_alarm", HEALER, "0 0 1 1 1 1 1")],
+             [dict(HEALER, severity="critical")]),
+        case("MotorHealerBudgetSpent", "5m", [series("motor_healer_alarm", HEALER, "0 1 1 0 0 0 0")], []),
     ]
 
 
