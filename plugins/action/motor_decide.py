@@ -29,6 +29,8 @@ class ActionModule(EntryPoint):
         "port_timeout": {"type": "int", "required": True},
         "watcher_script": {"type": "str", "required": True},
         "max_fail_percentage": {"type": "float", "default": 0},
+        "allow_outage": {"type": "bool", "default": False},
+        "drain_timeout": {"type": "int", "default": 120},
     }
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import bisect
 import re
 
-CONDITIONS = ("answers", "ready", "status_ok", "endpoints", "routes")
+CONDITIONS = ("answers", "ready", "status_ok", "endpoints", "routes", "idle")
+# vLLM's gauges of the requests an engine holds (PyMotor's engine server exports vLLM's registry on its management
+# /metrics, motor/engine_server/core/mgmt_endpoint.py:41-55): a drained engine reports 0 of both
+IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 # The coordinator's routing as its observability port reports it: ``GET /metrics?type=dp`` prefixes every engine
 # metric with ``dp_rank``, ``role``, ``instance_id`` and ``pod_ip`` (upstream
@@ -110,6 +113,25 @@ def unrouted(routed, expected):
     return missing
 
 
+def requests_in_flight(text):
+    """The requests an engine holds (running + waiting, ``IN_FLIGHT``, summed over their label sets) from its
+    /metrics text; None when it lists neither gauge."""
+    total, seen = 0.0, False
+    for line in str(text or "").splitlines():
+        if "{" in line:
+            name, sample = line[:line.index("{")], line[line.rindex("}") + 1:]
+        else:
+            name, _sep, sample = line.partition(" ")
+        if name.strip() not in IN_FLIGHT or not sample.split():
+            continue
+        try:
+            total += float(sample.split()[0])
+        except ValueError:
+            continue
+        seen = True
+    return total if seen else None
+
+
 def pod_verdict(status, body, engines_answer):
     """One engine pod, as its node manager's ``/node-manager/status`` answer (``status``, ``body``) tells, with
     ``engines_answer`` (a callable: does any of the pod's engine management ports answer HTTP at all; asked only when
@@ -130,7 +152,8 @@ def condition_met(until, status, body, expected=None, text=""):
 
     answers: the port answers HTTP at all; ready: ``{"ready": true}`` (controller/coordinator /readiness);
     status_ok: HTTP 200 with a healthy status (node manager); endpoints: the conductor lists every expected one;
-    routes: the coordinator's ``/metrics?type=dp`` (``text``) routes every expected instance (``unrouted``).
+    routes: the coordinator's ``/metrics?type=dp`` (``text``) routes every expected instance (``unrouted``);
+    idle: an engine's ``/metrics`` (``text``) reports no running and no waiting request (``requests_in_flight``).
     """
     if until == "answers":
         return status != -1
@@ -142,4 +165,6 @@ def condition_met(until, status, body, expected=None, text=""):
         return status == 200 and not missing_endpoints(body, expected)
     if until == "routes":
         return status == 200 and not unrouted(routed_instances(text), expected)
+    if until == "idle":
+        return status == 200 and requests_in_flight(text) == 0
     raise ValueError("unknown condition %r (one of %s)" % (until, ", ".join(CONDITIONS)))

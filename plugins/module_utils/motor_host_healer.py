@@ -34,14 +34,16 @@ import time
 from datetime import datetime, timezone
 
 try:
+    from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules as rules
     from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import DockerClient, DockerError, DockerUnavailable
-except ImportError:  # in the healer container: the collection's motor_docker.py next to this file
+except ImportError:  # in the healer container: the collection's motor_docker.py and rule table next to this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     _docker = importlib.import_module("motor_docker")
     DockerClient, DockerError, DockerUnavailable = _docker.DockerClient, _docker.DockerError, _docker.DockerUnavailable
+    rules = importlib.import_module("motor_heal_rules")
 
-BACKOFF = (30, 60, 120, 300)
-HOUR = 3600
+BACKOFF = rules.rule("unhealthy")["budget"]["backoff"]
+HOUR = rules.HOUR
 DEFAULTS = {"interval": 5, "host_dev": "/host/dev", "keep": 50}
 
 
@@ -80,36 +82,53 @@ def view(inspection, seen_healthy):
     }
 
 
-def next_allowed(times, now):
-    """When a container may be acted on again: BACKOFF[n-1] s after the last of its n actions of the last hour."""
-    recent = sorted(t for t in times if now - t < HOUR)
-    if not recent:
-        return 0.0
-    return recent[-1] + BACKOFF[min(len(recent), len(BACKOFF)) - 1]
+def next_allowed(times, now, budget=None):
+    """When a container may be acted on again: BACKOFF[n-1] s after the last of its n actions of the last hour (the
+    rule's budget in ``motor_heal_rules``)."""
+    return rules.backoff(budget or rules.rule("unhealthy")["budget"], times, now)
+
+
+def unhealthy(c, now):
+    """Rule ``unhealthy``: why to restart ``c``, or None."""
+    if c["health"] != "unhealthy" or c["status"] not in ("running", "paused"):
+        return None
+    if not c["was_healthy"] and now - c["started_at"] < c["start_period"]:
+        return None  # upstream's startup grace
+    paused = " while paused" if c["status"] == "paused" else ""
+    output = ": " + c["probe_output"] if c["probe_output"] else ""
+    return "Docker reports it unhealthy%s%s" % (paused, output)
+
+
+def missing_device(c, present):
+    """Rule ``missing_device``: why to start ``c``, or None."""
+    if c["status"] not in ("exited", "created") or not c["error"] or not any(d in c["error"] for d in c["devices"]):
+        return None
+    if any(d not in present for d in c["devices"]):
+        return None
+    return "its last start failed (%s) and its devices exist now" % c["error"][:160]
+
+
+# the checks of this agent's rules (motor_heal_rules.rules_of("host")): (action, check(container, present, now))
+CHECKS = {"unhealthy": ("restart", lambda c, present, now: unhealthy(c, now)),
+          "missing_device": ("start", lambda c, present, now: missing_device(c, present))}
 
 
 def decide(containers, history, present, now):
-    """The actions now: ``[(action, name, why)]``, ``action`` ``restart`` or ``start``.
+    """The actions now: ``[(action, name, why)]``, ``action`` ``restart`` or ``start``: the first rule of
+    ``motor_heal_rules.rules_of("host")`` that holds for a container, within its budget.
 
     ``containers``: ``view`` dicts; ``history``: {name: [times of past actions]}; ``present``: the device paths that
     exist on the host."""
     out = []
     for c in containers:
-        why = None
-        if c["health"] == "unhealthy" and c["status"] in ("running", "paused"):
-            in_grace = not c["was_healthy"] and now - c["started_at"] < c["start_period"]
-            if not in_grace:
-                paused = " while paused" if c["status"] == "paused" else ""
-                output = ": " + c["probe_output"] if c["probe_output"] else ""
-                why = "Docker reports it unhealthy%s%s" % (paused, output)
-            action = "restart"
-        elif c["status"] in ("exited", "created") and c["error"] and any(d in c["error"] for d in c["devices"]):
-            missing = [d for d in c["devices"] if d not in present]
-            if not missing:
-                why = "its last start failed (%s) and its devices exist now" % c["error"][:160]
-            action = "start"
-        if why and now >= next_allowed(history.get(c["name"]) or [], now):
-            out.append((action, c["name"], why))
+        for rule in rules.rules_of("host"):
+            action, check = CHECKS[rule["name"]]
+            why = check(c, present, now)
+            if why is None:
+                continue
+            if now >= next_allowed(history.get(c["name"]) or [], now, rule["budget"]):
+                out.append((action, c["name"], why))
+            break
     return out
 
 

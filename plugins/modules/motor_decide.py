@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_decide
-short_description: Judge every host's prechecks and decide what a deploy does (the decide phase's entry point)
+short_description: Internal - judge every host's prechecks and decide what a deploy does (the decide phase's entry point)
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Reads, on the controller, what the discovery registered on every PyMotor host (O(discovery)) and each host's own
     values of the O(settings) variables, judges the prechecks of every host (Docker, image, NPUs and their health,
     driver, links, ports, weights, models, disk), and decides what happens to every container of the job and why
@@ -75,6 +76,20 @@ options:
         without what needs them). Above it, or at 0, their precheck problems stop the deploy.
     type: float
     default: 0
+  allow_outage:
+    description:
+      - Roll an engine instance that is the only running instance of its role (its role then serves nothing for a
+        whole model load). Without it such a roll is a problem of the decision, named with what to do, before
+        anything changes.
+    type: bool
+    default: false
+  drain_timeout:
+    description:
+      - Seconds the engines of a rolled instance may take, after it left the coordinator's routing, until they report
+        no running and no waiting request (vLLM's C(num_requests_running) / C(num_requests_waiting)); then its pods
+        stop anyway.
+    type: int
+    default: 120
 """
 
 EXAMPLES = r"""
@@ -105,7 +120,8 @@ def main():
                 settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
                 startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True),
                 port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True),
-                max_fail_percentage=dict(type="float", default=0))
+                max_fail_percentage=dict(type="float", default=0), allow_outage=dict(type="bool", default=False),
+                drain_timeout=dict(type="int", default=120))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_decide runs as an action plugin on the controller")
 

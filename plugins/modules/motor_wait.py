@@ -26,7 +26,9 @@ description:
     C("ready" true) (controller, coordinator C(/readiness)); C(status_ok) HTTP 200 with a healthy C(status)
     (node manager C(/node-manager/status)); C(endpoints) the KV conductor's C(/services) lists every endpoint
     of O(checks[].endpoints); C(routes) the coordinator's C(/metrics?type=dp) (its observability port) names an
-    instance of each role and hosts of O(checks[].endpoints) (upstream's only listing of the instances it routes to).
+    instance of each role and hosts of O(checks[].endpoints) (upstream's only listing of the instances it routes to);
+    C(idle) an engine's management C(/metrics) reports no running and no waiting request (vLLM's
+    C(vllm:num_requests_running) and C(vllm:num_requests_waiting), 0 both; the drain of a rolled instance).
   - Talks to the endpoints directly from the controller (no proxy), they are the hosts' management addresses.
 attributes:
   action:
@@ -57,7 +59,7 @@ options:
         description: The condition on the answer.
         type: str
         required: true
-        choices: [answers, ready, status_ok, endpoints, routes]
+        choices: [answers, ready, status_ok, endpoints, routes, idle]
       endpoints:
         description:
           - With C(until=endpoints), what the KV conductor must list. Each entry is an endpoint (listed) or a dict
@@ -147,6 +149,13 @@ options:
     description: Seconds between two polls of a check.
     type: float
     default: 0.5
+  progress_every:
+    description:
+      - Seconds between two progress lines while checks do not hold - how long it has waited, the checks that are
+        ready and those that are not (with the first one's last answer), and the time left - printed to the console
+        as plain lines, like the benchmark's progress.
+    type: float
+    default: 20
   request_timeout:
     description: Seconds one HTTP request may take.
     type: float

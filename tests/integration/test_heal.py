@@ -101,3 +101,20 @@ def test_restarted_coordinator_of_a_hybrid_job_heals_without_a_command(cluster):
 def test_deploy_rerun_after_the_heal_passes_with_nothing_changed(cluster):
     result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, image=IMAGE)
     assert recap_changed(result.stdout) == 0, result.stdout[-4000:]
+
+
+def test_the_running_image_under_a_new_tag_restarts_nothing(cluster):
+    """A retag (same image id, new name) deploys with 0 changed and every container keeps running (issue 48: before,
+    every container restarted at once: "role settings changed")."""
+    retag = IMAGE.rsplit(":", 1)[0] + ":release"
+    started = "docker ps -a --filter label=io.pymotor.job=%s --format '{{.Names}}' | sort | xargs docker inspect " \
+              "-f '{{.Name}} {{.State.StartedAt}}'" % JOB
+    before = {}
+    for host in cluster["hosts"]:
+        rc, out = simctl.host_exec(host["name"], f"docker tag {IMAGE} {retag}")
+        assert rc == 0, out
+        before[host["name"]] = simctl.host_exec(host["name"], started)[1]
+    result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, image=retag)
+    assert recap_changed(result.stdout) == 0, result.stdout[-4000:]
+    assert {h["name"]: simctl.host_exec(h["name"], started)[1] for h in cluster["hosts"]} == before
+    assert all(out.strip() for out in before.values())

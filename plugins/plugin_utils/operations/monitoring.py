@@ -32,12 +32,17 @@ from __future__ import annotations
 
 import json
 
+import yaml
+
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import WATCHER_ROLE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import tls_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import url_host
 
 ENGINE_ROLES = ("prefill", "decode", "union")
 REGISTRATIONS_METRIC = "motor_kv_conductor_registrations"
+# the controller's healer writes it to motor_healer.prom in the controller's log directory (plugin_utils/heal.py
+# write_metrics; node_exporter's textfile collector exports it): 1 while a rule holds and its restart budget is spent
+HEALER_ALARM_METRIC = "motor_healer_alarm"
 DEFAULTS = {
     "scrape_interval": "15s",
     "hit_ratio_min": 0.3,  # prefix-cache hit ratio of the publishing role below this ...
@@ -177,6 +182,12 @@ def alert_rules(plan: dict, settings: dict | None = None) -> dict:
         "0m", "warning",
         "{{ $labels.pod }} ({{ $labels.role }}) on {{ $labels.host }} restarted repeatedly within %s" % rw,
         "Run %s (RESTARTS column) and %s for its log" % (run % "status", run % "collect_logs")))
+    rules.append(_rule(
+        "MotorHealerBudgetSpent", "%s{%s} > 0" % (HEALER_ALARM_METRIC, sel), "0m", "critical",
+        "The healer of {{ $labels.container }} sees rule {{ $labels.rule }} hold but spent its restart budget: it "
+        "alarms instead of restarting",
+        "Read its line (docker logs {{ $labels.container }} | grep motor-healer), run %s, then %s (docs/design.md, "
+        "'A budget, then alarms')" % (run % "status", run % "deploy")))
     return {"groups": [{"name": "pymotor-%s" % job, "rules": rules}]}
 
 
@@ -239,6 +250,13 @@ def dashboard(plan: dict, settings: dict | None = None) -> dict:
             "panels": panels}
 
 
+def readable_yaml(data) -> str:
+    """Block-style YAML in the order the document was built (Prometheus' own order of keys), no line wrapped (a PromQL
+    expression stays on one line); plain Python types first (the plan's strings may be Ansible's tagged ones)."""
+    plain = json.loads(json.dumps(data))
+    return "---\n" + yaml.safe_dump(plain, default_flow_style=False, sort_keys=False, width=100000, allow_unicode=True)
+
+
 def monitoring_files(plan: dict, directory: str, settings: dict | None = None) -> list:
     """Every file of the job under ``directory``: ``[{"path", "text"}]`` (targets, rules, config, dashboard)."""
     job = plan.get("job_id") or ""
@@ -246,8 +264,8 @@ def monitoring_files(plan: dict, directory: str, settings: dict | None = None) -
 
     def dump(data):
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
-    # the rule and config files are YAML; JSON is YAML, and Prometheus reads both
+    # the rule and config files are YAML people read and edit, in Prometheus' own layout
     return [{"path": "%s/targets/%s.json" % (root, job), "text": dump(metrics_targets(plan))},
-            {"path": "%s/rules/%s.rules.yml" % (root, job), "text": dump(alert_rules(plan, settings))},
-            {"path": "%s/prometheus/%s.yml" % (root, job), "text": dump(prometheus_config(plan, root, settings))},
+            {"path": "%s/rules/%s.rules.yml" % (root, job), "text": readable_yaml(alert_rules(plan, settings))},
+            {"path": "%s/prometheus/%s.yml" % (root, job), "text": readable_yaml(prometheus_config(plan, root, settings))},
             {"path": "%s/dashboards/%s.json" % (root, job), "text": dump(dashboard(plan, settings))}]

@@ -49,8 +49,17 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.registrations import repair_registrations
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import with_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, container_spec, own_files
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import drain_context, roll_drain
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import ROUTES_SETTLE_S, left_behind, upgrade_work
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import (
+    DRAIN_TIMEOUT_S,
+    drain_context,
+    roll_drain,
+)
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import (
+    ROUTES_SETTLE_S,
+    left_behind,
+    outage_problems,
+    upgrade_work,
+)
 
 
 def precheck(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
@@ -251,6 +260,20 @@ def _instance_runs(plan: dict, members: list, result: dict, judged: dict, restar
     return [{"host": host, "job_id": plan["job_id"], "containers": specs} for host, specs in starts.items()]
 
 
+def idle_checks(plan: dict, targets: dict, members: list, timeout) -> list:
+    """After an instance's ``del``: each of its engine endpoints reports no running and no waiting request (vLLM's
+    gauges on its management /metrics, the address upstream's coordinator reads, ``metrics_collector.py:600``), for
+    at most ``timeout`` s (``motor_roll_drain_timeout``)."""
+    checks = []
+    for c in members:
+        for ep in c.get("endpoints") or []:
+            status = targets["engines"]["%s/%s" % (c["name"], ep["dp_rank"])]
+            metrics = dict(status, url=status["url"].rsplit("/", 1)[0] + "/metrics")
+            checks.append(_check("the engine of %s (endpoint %d) holds no request" % (c["name"], ep["local_index"]),
+                                 "idle", metrics, timeout, [c["role"]], host=c["host"]))
+    return checks
+
+
 def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
     """Per engine instance of the rolling restart: its motor_containers runs per host, its readiness checks and how
     it leaves the coordinator's routing before its pods stop (``roll_drain``)."""
@@ -265,6 +288,9 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
                     "runs": _instance_runs(plan, members, result, judged),
                     "checks": instance_checks(plan, instance, members, timeouts, drains), "stuck": stuck,
                     "drain": roll_drain(plan, instance, members, drains)})
+        if out[-1]["drain"]["how"] == "del":
+            out[-1]["drain"]["idle"] = idle_checks(plan, drains["targets"], members,
+                                                   timeouts.get("drain", DRAIN_TIMEOUT_S))
     return out
 
 
@@ -337,7 +363,9 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
     ``overrides``: host -> its own values of those variables; ``options``: ``startup_cache``,
     ``startup_in_image``, ``ready_timeout``, ``port_timeout``, ``watcher_script`` (the KV watcher's code),
     ``registrations`` (the conductor's ``GET /services`` answer, or None: a re-run repairs what it lost),
-    ``max_fail_percentage`` (hosts not read or without Docker up to that share get no work: ``unreachable``)."""
+    ``max_fail_percentage`` (hosts not read or without Docker up to that share get no work: ``unreachable``),
+    ``allow_outage`` (roll the only running instance of a role; without it that roll is a problem: ``outage_problems``),
+    ``drain_timeout`` (seconds a rolled instance's engines may take to finish their requests after its ``del``)."""
     plan = with_host_healers(plan)  # one healer container per host (plan/healer.py)
     judged = judge_hosts(plan, hosts, probes, settings, overrides)
     unreachable = unreachable_hosts(judged, probes, hosts, options.get("max_fail_percentage") or 0)
@@ -350,10 +378,15 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         return decision
     existing = {host: (probes.get(host) or {}).get("containers") or [] for host in hosts}
     files = own_files(plan, options.get("watcher_script") or "")
-    result = reconcile(plan, fold_files(hash_parts(plan, judged), files), existing)
+    result = reconcile(plan, fold_files(hash_parts(plan, judged, existing), files), existing)
+    outage = [] if options.get("allow_outage") else outage_problems(plan, result)
+    if outage:  # before anything changes: the roll would leave a role with no serving instance
+        decision["problems"] = list(decision["problems"]) + [str(problem) for problem in outage]
+        return decision
     registrations = repair_registrations(plan, result, options.get("registrations"))
     steps = tier_steps(plan)
-    timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"]}
+    timeouts = {"ready": options["ready_timeout"], "port": options["port_timeout"],
+                "drain": options.get("drain_timeout", DRAIN_TIMEOUT_S)}
     startup = {"cache": options["startup_cache"], "in_image": options["startup_in_image"]}
     conductor = service_targets(plan)["conductor"]
     work = host_work(plan, result, judged, steps, startup, with_instances(files, plan))

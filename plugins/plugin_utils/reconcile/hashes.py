@@ -97,7 +97,7 @@ def spec_digest(container: dict) -> str:
 def config_parts(containers: list, image_id: str, shared_spec: dict) -> dict:
     """The hash parts of the containers of one host: the image id, the spec digest of each plan entry and the digest
     of the role settings every container shares (the same text as Jinja's ``to_json(sort_keys=true) | hash``)."""
-    shared = hashlib.sha256(json.dumps(shared_spec, sort_keys=True).encode("utf-8")).hexdigest()
+    shared = _digest(shared_spec)
     return {c["name"]: {"image": image_id, "shared": shared, "spec": spec_digest(c)} for c in containers}
 
 
@@ -139,13 +139,31 @@ def fold_files(parts: dict, files: dict) -> dict:
     return out
 
 
-def hash_parts(plan: dict, judged: dict) -> dict:
+def _digest(shared: dict) -> str:
+    return hashlib.sha256(json.dumps(shared, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def hash_parts(plan: dict, judged: dict, existing: dict | None = None) -> dict:
     """The hash parts of every planned container, from each host's settings, engine mounts and image id as the
-    precheck judged them (``judge_hosts``)."""
+    precheck judged them (``judge_hosts``).
+
+    A new image name for the same image id (a retag: a release tag for a tested build, a registry-qualified name)
+    restarts nothing: a running container whose image id (Docker's ``ImageID`` of the list, ``existing``) is the
+    host's image id keeps, in its ``shared`` part, the image name it was created from (Docker's ``Image``): the
+    record follows the container, so its hash is unchanged. It takes the new name when it is recreated for another
+    reason. Docker lists the id instead of the name once no tag names the container's image any more: then the name
+    is unknown and the container restarts, as before."""
     parts = {}
     own_by_host = judged["own"]
     for host, seen in (judged.get("hosts") or {}).items():
         own = own_by_host.get(host) or []
         shared = shared_spec(judged["settings"][host], seen["mounts_present"], plan)
         parts.update(config_parts(own, seen["image_id"], shared))
+        listed = {str((item.get("Names") or ["/"])[0]).lstrip("/"): item for item in (existing or {}).get(host) or []}
+        for c in own:
+            item = listed.get(c["name"]) or {}
+            name = str(item.get("Image") or "")
+            if (seen["image_id"] and item.get("ImageID") == seen["image_id"] and name
+                    and name != shared["image"] and not name.startswith("sha256:")):
+                parts[c["name"]] = dict(parts[c["name"]], shared=_digest(dict(shared, image=name)))
     return parts

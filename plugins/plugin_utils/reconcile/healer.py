@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.pymotor.ascend.plugins.module_utils import motor_health
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules, motor_health
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
@@ -24,6 +24,8 @@ HEALER_SCRIPT = "motor_healer.py"
 HEALER_CONFIG = "healer.json"
 HEALER_INSTANCES = "healer_instances.json"
 HEALER_RULE = "motor_health.py"  # pod_verdict, the readiness wait's rule, next to the script (heal.py imports it)
+HEALER_RULES = "motor_heal_rules.py"  # the table of healing rules (heal.py imports it)
+HEALER_METRICS = "motor_healer.prom"  # in the controller's log directory: motor_healer_alarm (node_exporter textfile)
 HEALER_BLOCK = """# healer_begin (pymotor.ascend: the healer of this container, docs/design.md of the collection)
 python3 -u "$CONFIGMAP_PATH/%s" "$CONFIGMAP_PATH/%s" &
 # healer_end
@@ -62,16 +64,25 @@ def healer_files(plan: dict) -> dict:
     controller = _controller(plan)
     if controller is None:
         return {}
-    code = {HEALER_SCRIPT: _read(heal), HEALER_RULE: _read(motor_health)}
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import log_path  # noqa: PLC0415 (cycle)
+
+    code = {HEALER_SCRIPT: _read(heal), HEALER_RULE: _read(motor_health), HEALER_RULES: _read(motor_heal_rules)}
     targets = service_targets(plan)
     config = dict(heal.DEFAULTS, coordinator=targets["coordinator"],
-                  instances_file="%s/%s" % (controller["configmap_path"], HEALER_INSTANCES))
+                  instances_file="%s/%s" % (controller["configmap_path"], HEALER_INSTANCES),
+                  metrics_file="%s/%s" % (log_path(controller), HEALER_METRICS),
+                  labels={"job": plan.get("job_id") or "", "container": controller["name"]})
     if targets.get("routes"):
         config["routes"] = targets["routes"]
     out = {controller["name"]: dict(code, **{HEALER_CONFIG: _text(config)})}
-    for name, pod in _pods(plan).items():
+    pods = _pods(plan)
+    for name, pod in pods.items():
+        # the other pods of a multi-host instance: the pod waits while one is unknown or not started
+        peers = {other: {"node_manager": p["node_manager"], "engines": p["engines"]}
+                 for other, p in sorted(pods.items()) if other != name and p["instance"] == pod["instance"]}
         config = dict(heal.DEFAULTS, settle=heal.POD_SETTLE, hold=heal.POD_HOLD, pod=name,
-                      node_manager=pod["node_manager"], engines=pod["engines"])
+                      node_manager=pod["node_manager"], engines=pod["engines"], peers=peers,
+                      controller=targets["controller"])
         out[name] = dict(code, **{HEALER_CONFIG: _text(config)})
     return out
 

@@ -29,10 +29,13 @@ An instance is not drained when it is the only one of its role: the coordinator 
 controller answers that with a ``set`` of every instance it holds active, the stopped one included
 (``event_pusher.py:205-219``, ``:158-173``); there is nothing else to route to anyway.
 
-After the ``del``, requests already forwarded to the instance finish for ``DRAIN_GRACE_S`` before the stop. Upstream
-reports no in-flight count per instance that the roll could poll once the instance left its pools: ``/instance/metrics``
-answers 410 (``motor/coordinator/api_server/observability_server.py:115-120``) and ``/metrics`` lists the available
-instances only (``metrics_collector.py:355-372``), so the grace is a bound.
+After the ``del``, the roll waits ``DRAIN_GRACE_S``, then until every engine of the instance reports no running and
+no waiting request (vLLM's ``vllm:num_requests_running`` / ``vllm:num_requests_waiting`` on its management
+``/metrics``, the page upstream's coordinator itself reads, ``metrics_collector.py:600``; ``decide.idle_checks``),
+for at most ``motor_roll_drain_timeout`` s (``DRAIN_TIMEOUT_S`` by default), then stops it: a decode stream of
+minutes finishes instead of being cut. The coordinator reports no in-flight count per instance once the instance
+left its pools (``/instance/metrics`` answers 410, ``motor/coordinator/api_server/observability_server.py:115-120``;
+``/metrics`` lists the available instances only, ``metrics_collector.py:355-372``), so the engines are asked.
 
 After its new pods start, the roll waits until the coordinator routes the instance again (``instance_checks``: the
 ``routes`` condition) before the next one stops: the coordinator's readiness alone holds while the other instances of
@@ -46,8 +49,11 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets, uri_args
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config
 
-# Seconds between the coordinator's "del" and the stop of the pods: requests already forwarded finish.
+# Seconds between the coordinator's "del" and the first read of the engines' request gauges: a request the coordinator
+# scheduled just before the del reaches its engine.
 DRAIN_GRACE_S = 5
+# At most this many seconds (motor_roll_drain_timeout) the engines may then take until they hold no request.
+DRAIN_TIMEOUT_S = 120
 
 
 def _model_name(plan: dict, role: str) -> str:

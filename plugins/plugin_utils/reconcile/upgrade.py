@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_ROLES
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_ROLES, Problem
 
 # When upstream's controller has separated an instance whose pods all stopped (ACTIVE -> INACTIVE, after which a new
 # registration creates the instance anew). Upstream exposes no instance state on the controller's API (only
@@ -53,6 +53,26 @@ def image_only(old: dict, new: dict) -> bool:
     (the shared part names the image, so it may change too)."""
     return bool(old.get("image") and new.get("image") and old["image"] != new["image"]
                 and old.get("spec") == new.get("spec"))
+
+
+def outage_problems(plan: dict, result: dict) -> list:
+    """The roll of an instance that is the only running instance of its role: a whole model load with that role
+    serving nothing (every request fails meanwhile). ``[Problem]``, one per role. Instances created by this deploy
+    do not serve yet; with two or more running instances the roll (one at a time) keeps the others serving."""
+    rolling = {inst["job_name"]: inst for inst in result.get("rolling") or []}
+    created = {r["job_name"] for r in result.get("actions") or [] if r["action"] == "create"}
+    problems = []
+    for role in ENGINE_ROLES:
+        serving = sorted({i["job_name"] for i in plan.get("instances") or []
+                          if i.get("role") == role and i.get("job_name") not in created})
+        if len(serving) == 1 and serving[0] in rolling:  # with two or more, the roll keeps all but one serving
+            problems.append(Problem(
+                "motor_roll_allow_outage",
+                "the roll restarts %s, the only running %s instance: no %s instance serves for a whole model load (%s)"
+                % (", ".join(serving), role, role, rolling[serving[0]]["reason"]),
+                "scale the role to 2 instances first and re-run (the roll then keeps one serving), or accept the "
+                "outage with -e motor_roll_allow_outage=true"))
+    return problems
 
 
 def images_of(existing: dict) -> dict:

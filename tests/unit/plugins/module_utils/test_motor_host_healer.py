@@ -152,15 +152,22 @@ def test_one_healer_per_host_with_the_socket_no_capability_and_its_files():
     assert "/var/run/docker.sock:/var/run/docker.sock:rw" in host["Binds"] and "/dev:/host/dev:ro" in host["Binds"]
     assert spec["healthcheck"] is None and spec["command"][-1].endswith("/" + HOST_HEALER_CONFIG)
     files = own_files(plan, "")[healer["name"]]
-    assert set(files) == {HOST_HEALER_SCRIPT, "motor_docker.py", HOST_HEALER_CONFIG}
+    assert set(files) == {HOST_HEALER_SCRIPT, "motor_docker.py", "motor_heal_rules.py", HOST_HEALER_CONFIG}
     assert json.loads(files[HOST_HEALER_CONFIG])["self"] == healer["name"]
 
 
 def test_the_healer_script_runs_alone_with_its_docker_client(tmp_path):
     files = own_files(with_host_healers(seed_plan()), "")["mindie-motor-healer-h1"]
-    for name in (HOST_HEALER_SCRIPT, "motor_docker.py"):
+    for name in (HOST_HEALER_SCRIPT, "motor_docker.py", "motor_heal_rules.py"):
         (tmp_path / name).write_text(files[name])
     out = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, %r); sys.argv = ['x']; "
                           "import motor_host_healer as h; sys.exit(h.main(sys.argv))" % str(tmp_path)],
                          capture_output=True, text=True, check=False)
     assert out.returncode == 2 and "usage: motor_host_healer.py" in out.stderr
+
+
+def test_the_host_healer_runs_the_host_rules_of_the_table():
+    from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules as rules  # noqa: PLC0415
+
+    assert set(mh.CHECKS) == {r["name"] for r in rules.rules_of("host")}
+    assert mh.BACKOFF == rules.rule("unhealthy")["budget"]["backoff"]

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules as rules
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.monitoring import HEALER_ALARM_METRIC
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files
@@ -50,11 +52,12 @@ def test_rule_acts_only_on_a_coordinator_that_answers_not_ready_while_a_prefill_
 
 
 def test_backoff_doubles_per_action_in_the_last_hour_up_to_the_cap():
-    assert heal.next_allowed([], 40, 600, 1000.0) == 0.0
-    assert heal.next_allowed([1000.0], 40, 600, 1010.0) == 1080.0
-    assert heal.next_allowed([900.0, 1000.0], 40, 600, 1010.0) == 1160.0
-    assert heal.next_allowed([1000.0 + i for i in range(10)], 40, 600, 1010.0) == 1009.0 + 600
-    assert heal.next_allowed([0.0], 40, 600, 5000.0) == 0.0  # older than an hour: forgotten
+    budget = rules.rule("lost_add")["budget"]
+    assert rules.backoff(budget, [], 1000.0) == 0.0
+    assert rules.backoff(budget, [1000.0], 1010.0) == 1080.0
+    assert rules.backoff(budget, [900.0, 1000.0], 1010.0) == 1160.0
+    assert rules.backoff(budget, [1000.0 + i for i in range(10)], 1010.0) == 1009.0 + 600
+    assert rules.backoff(budget, [0.0], 5000.0) == 0.0  # older than an hour: forgotten
 
 
 class Cluster:
@@ -332,22 +335,146 @@ def test_rule_acts_on_a_ready_coordinator_that_does_not_route_a_live_instance():
     assert heal.stranded_coordinator(ready, dict(live, d0=dict(live["d0"], live=False)), {3: both[3]}) is None
 
 
-def test_healer_reads_the_routes_of_a_ready_coordinator_and_restarts_the_controller_for_a_lost_add(tmp_path):
-    cluster, clock, acted = Cluster(ready=True), [0.0], []
+def lost_add_healer(tmp_path, routes, reached, clock, acted, **config):
     instances = tmp_path / "instances.json"
     instances.write_text(json.dumps({"u0": {"role": "union", "engines": [{"url": "http://e/status", "tls": None}],
                                             "ips": ["10.0.0.1"], "need": 1}}))
-    routes = {"text": ""}
-    config = {"coordinator": {"url": "http://c/readiness", "tls": None}, "instances_file": str(instances),
-              "routes": {"url": "http://c:1027/metrics?type=dp", "tls": None},
-              "state": str(tmp_path / "state.json"), "settle": 40}
-    h = heal.Healer(config, get=cluster.get, clock=lambda: clock[0], act=lambda: acted.append(clock[0]),
-                    text=lambda target: routes["text"])
+    config = dict({"coordinator": {"url": "http://c/readiness", "tls": None}, "instances_file": str(instances),
+                   "routes": {"url": "http://c:1027/metrics?type=dp", "tls": None},
+                   "state": str(tmp_path / "state.json"), "settle": 40}, **config)
+    return heal.Healer(config, get=Cluster(ready=True).get, clock=lambda: clock[0],
+                       act=lambda: acted.append(clock[0]), text=lambda target: routes["text"],
+                       reach=lambda target: reached.append(target["url"]) or reached[0])
+
+
+def test_healer_reads_the_routes_of_a_ready_coordinator_and_restarts_the_controller_for_a_lost_add(tmp_path):
+    routes, reached, clock, acted = {"text": ""}, [True], [0.0], []
+    h = lost_add_healer(tmp_path, routes, reached, clock, acted)
     assert not h.step()
     clock[0] = 20.0
     routes["text"] = 'vllm:x{dp_rank="0",role="union",instance_id="2",pod_ip="10.0.0.1",model_name="m"} 1.0\n'
-    assert not h.step()  # routed: the hold starts anew
+    assert not h.step()  # routed: the passes and the hold start anew
     clock[0], routes["text"] = 30.0, ""
+    assert not h.step()  # one collector pass: not yet a lost add
+    clock[0] = 35.0
+    assert not h.step()  # the second pass: the hold starts
+    assert "http://e/metrics" in reached  # the healer read the engine's own /metrics
+    clock[0] = 74.0
     assert not h.step()
-    clock[0] = 70.0
-    assert h.step() and acted == [70.0]
+    clock[0] = 75.0
+    assert h.step() and acted == [75.0]
+
+
+def test_an_instance_whose_engine_answers_metrics_late_is_never_a_lost_add(tmp_path):
+    """The coordinator leaves out an instance one of whose engines missed its 2 s /metrics timeout
+    (metrics_collector.py:586-603) while it serves: the healer, reaching it no better, never restarts."""
+    routes, reached, clock, acted = {"text": ""}, [False], [0.0], []
+    h = lost_add_healer(tmp_path, routes, reached, clock, acted)
+    for clock[0] in range(0, 600, 5):
+        assert not h.step()
+    assert acted == [] and h.unrouted == {}
+    reached[0] = True  # one late answer in between resets the passes
+    for clock[0] in (600.0, 605.0):
+        h.step()
+    reached[0] = False
+    clock[0] = 610.0
+    h.step()
+    reached[0] = True
+    for clock[0] in (615.0, 620.0, 659.0):
+        assert not h.step()
+    assert acted == []
+
+
+def test_the_controller_healer_alarms_instead_of_restarting_once_its_budget_is_spent(tmp_path, capsys):
+    routes, reached, clock, acted = {"text": ""}, [True], [0.0], []
+    metrics = tmp_path / "motor_healer.prom"
+    h = lost_add_healer(tmp_path, routes, reached, clock, acted, metrics_file=str(metrics),
+                        labels={"job": "j", "container": "j-controller"})
+    while clock[0] < 3000:
+        h.step()
+        clock[0] += 5.0
+    budget = rules.rule("lost_add")["budget"]
+    assert budget["per_hour"] == 3 and len(acted) == 3  # then alarms only
+    out = capsys.readouterr().out
+    assert out.count("motor-healer: alarm: not restarting (rule lost_add)") == 1  # one line when it starts
+    assert "the budget of 3 restarts an hour is spent" in out
+    text = metrics.read_text()
+    assert 'motor_healer_alarm{container="j-controller",job="j",rule="lost_add"} 1' in text
+    assert HEALER_ALARM_METRIC + "{" in text  # what the alert rule MotorHealerBudgetSpent reads
+    assert 'motor_healer_actions_last_hour{container="j-controller",job="j"} 3' in text
+    routes["text"] = 'vllm:x{dp_rank="0",role="union",instance_id="2",pod_ip="10.0.0.1",model_name="m"} 1.0\n'
+    h.step()  # the rule no longer holds: the alarm clears
+    assert 'rule="lost_add"} 0' in metrics.read_text() and "alarm cleared" in capsys.readouterr().out
+    routes["text"] = ""
+    clock[0] = acted[0] + 3600.0  # the first restart left the hour: one more is allowed
+    while clock[0] < acted[0] + 3700.0 and len(acted) == 3:
+        h.step()
+        clock[0] += 5.0
+    assert len(acted) == 4
+
+
+def test_every_rule_of_the_healers_agents_has_its_check_and_every_check_its_rule():
+    checks = heal.Healer({"coordinator": {"url": "http://c/readiness"}, "state": "/nonexistent"}).checks
+    assert set(checks) == {r["name"] for r in rules.rules_of("controller") + rules.rules_of("pod")}
+    assert heal.POD_SETTLE == rules.rule("stalled_pod")["budget"]["settle"]
+    assert heal.DEFAULTS["settle"] == rules.rule("lost_add")["budget"]["settle"]
+    for rule in rules.RULES:
+        assert rule["agent"] in rules.AGENTS and rule["readme"] and rule["budget"]["backoff"]
+        assert set(rule) >= {"name", "agent", "watches", "condition", "action", "budget", "readme"}
+
+
+class PodWithPeer(Pods):
+    """A two-pod instance: this pod stalled; the peer's node manager answers ``peer_nm``, its engine ``peer_engine``;
+    the controller ``controller`` (HTTP status or -1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.peer_nm, self.peer_engine, self.controller = (-1, None), -1, 200
+
+    def answer(self, target):
+        if target["url"].startswith("http://ctl"):
+            return self.controller, None
+        if target["url"].startswith("http://peer"):
+            return self.peer_nm if target["url"].endswith("/node-manager/status") else (self.peer_engine, None)
+        return super().answer(target)
+
+
+PEER = {"node_manager": {"url": "http://peer:3026/node-manager/status"}, "engines": [{"url": "http://peer:9000/status"}]}
+
+
+def pod_healer(tmp_path, pods, clock, acted):
+    config = dict(POD, pod="job-p0-0", settle=heal.POD_SETTLE, state=str(tmp_path / "state.json"),
+                  peers={"job-p0-1": PEER}, controller={"url": "http://ctl:1026/readiness"})
+    return heal.Healer(config, clock=lambda: clock[0], act=lambda: acted.append(clock[0]), answer=pods.answer)
+
+
+def test_a_pod_of_a_multi_host_instance_waits_while_a_peer_is_unknown_or_not_started(tmp_path):
+    pods, clock, acted = PodWithPeer(), [0.0], []
+    h = pod_healer(tmp_path, pods, clock, acted)
+    for clock[0] in range(0, 300, 5):  # the peer's host is down (late): never frozen nor killed
+        assert not h.step()
+    pods.peer_nm = (200, {"status": True})  # the peer's node manager is up, its start command not come
+    for clock[0] in range(300, 600, 5):
+        assert not h.step()
+    assert acted == []
+    pods.peer_engine = 200  # the peer started: this pod alone is stalled, its settle counts from now
+    clock[0] = 600.0
+    assert not h.step()
+    clock[0] = 600.0 + heal.POD_SETTLE
+    assert h.step() and acted == [clock[0]]
+
+
+def test_a_pod_does_not_restart_in_the_id_window_after_a_controller_start(tmp_path, capsys):
+    """Upstream's restarted controller counts ids from 1 until the re-registrations raise the counter
+    (instance_assembler.py:83,306,377-378): a pod registering anew in that window may get a live instance's id."""
+    pods, clock, acted = PodWithPeer(), [0.0], []
+    pods.peer_nm, pods.peer_engine = (200, {"status": False}), 200  # the peer serves
+    h = pod_healer(tmp_path, pods, clock, acted)
+    pods.controller = -1  # the controller restarts
+    assert not h.step()
+    clock[0], pods.controller = 5.0, 200  # answers again: the window starts
+    for clock[0] in range(5, 5 + rules.ID_WINDOW, 5):
+        assert not h.step()
+    clock[0] = 5.0 + rules.ID_WINDOW
+    assert h.step() and acted == [clock[0]]  # stalled since 0, settled long ago: acts once the window closed
+    assert "freeze" in capsys.readouterr().out

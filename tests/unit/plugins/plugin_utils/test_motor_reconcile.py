@@ -467,3 +467,74 @@ def test_rollback_after_a_failed_roll_does_not_wait_for_the_broken_instance():
     assert work["wait"] and work["rollback"] == ""  # most engines already run the target image
     fresh = _upgraded()
     assert left_behind(fresh[2], fresh[1]) == frozenset()
+
+
+def judged_with(plan, image, image_id):
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import containers_by_host  # noqa: PLC0415
+
+    settings = {"image": image, "command": "", "restart_policy": "unless-stopped", "log_root": "/var/log/motor",
+                "log_max_size": "100m", "log_max_file": 5, "env_functions": [], "extra_volumes": []}
+    own = containers_by_host(plan)
+    return {"own": own, "hosts": {h: {"image_id": image_id, "mounts_present": []} for h in own},
+            "settings": {h: dict(settings) for h in own}}
+
+
+def listed(plan, parts, image, image_id):
+    out = deployed(plan, parts)
+    for items in out.values():
+        for item in items:
+            item.update(Image=image, ImageID=image_id)
+    return out
+
+
+def test_a_new_name_for_the_running_image_id_restarts_nothing_and_a_new_id_rolls():
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import hash_parts  # noqa: PLC0415
+
+    plan = make_plan()
+    before = hash_parts(plan, judged_with(plan, "motor:1.0", "sha256:aaa"))
+    running = listed(plan, before, "motor:1.0", "sha256:aaa")
+    retagged = judged_with(plan, "registry.example/motor:release", "sha256:aaa")
+    result = reconcile(plan, hash_parts(plan, retagged, running), running)
+    assert result["changes"] == [] and result["rolling"] == []  # the record follows the container: 0 changed
+    # without the listing (or before this rule) the same deploy said "role settings changed" for every container
+    changes = reconcile(plan, hash_parts(plan, retagged), running)["changes"]
+    assert len(changes) == len(plan["containers"]) and all(r["reason"].startswith("role settings changed")
+                                                           for r in changes)
+    # a new image id under the new name: the usual roll (image changed, engines one instance at a time)
+    upgraded = judged_with(plan, "registry.example/motor:release", "sha256:bbb")
+    result = reconcile(plan, hash_parts(plan, upgraded, running), running)
+    assert actions(result)["mindie-motor-p0-0"] == ("recreate", "rolling")
+    assert "image changed" in {r["container"]: r["reason"] for r in result["changes"]}["mindie-motor-p0-0"]
+    # the old tag removed: Docker lists the id, the name the containers were created from is unknown: restart
+    untagged = listed(plan, before, "sha256:aaa", "sha256:aaa")
+    assert reconcile(plan, hash_parts(plan, retagged, untagged), untagged)["changes"]
+
+
+def test_rolling_the_only_running_instance_of_a_role_is_a_problem_naming_what_to_do():
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import outage_problems  # noqa: PLC0415
+
+    def decode_change(user):
+        user["motor_engine_decode_config"]["engine_config"].update(max_num_seqs=17)
+    for d, expected in ((1, 1), (2, 0)):
+        plan = make_plan(d=d)
+        parts = parts_of(plan)
+        changed = make_plan(d=d, mutate=decode_change)
+        result = reconcile(changed, parts_of(changed), deployed(plan, parts))
+        assert len(result["rolling"]) == d
+        problems = outage_problems(changed, result)
+        assert len(problems) == expected
+    assert problems == []
+    problem = str(outage_problems(*_one_decode_roll(decode_change))[0])
+    assert problem.startswith("motor_roll_allow_outage: the roll restarts mindie-motor-d0, the only running decode")
+    assert "-e motor_roll_allow_outage=true" in problem
+    # a second decode instance created by this deploy does not serve yet: the roll of d0 is still an outage
+    plan = make_plan(d=1)
+    changed = make_plan(d=2, mutate=decode_change)
+    result = reconcile(changed, parts_of(changed), deployed(plan, parts_of(plan)))
+    assert len(outage_problems(changed, result)) == 1
+
+
+def _one_decode_roll(mutate):
+    plan = make_plan(d=1)
+    changed = make_plan(d=1, mutate=mutate)
+    return changed, reconcile(changed, parts_of(changed), deployed(plan, parts_of(plan)))

@@ -383,7 +383,13 @@ def test_decision_of_an_image_upgrade_waits_for_the_control_plane_before_the_rol
                    in [c["name"] for c in plan["containers"] if c["host"] == h]] for h in ("h1", "ctl")}
     probes = {h: dict(healthy(plan, h, running[h]), images=[{"Id": "sha256:new"}]) for h in ("h1", "ctl")}
     settings = dict(SETTINGS, motor_service_image="local/pymotor:2")
-    upgrade = decide(plan, ["h1", "ctl"], probes, settings, {}, OPTIONS)
+    # one prefill and one decode instance: each roll leaves its role with nothing serving, stopped before any change
+    stopped = decide(plan, ["h1", "ctl"], probes, settings, {}, OPTIONS)
+    assert [p.split(": ", 1)[0] for p in stopped["problems"]] == ["motor_roll_allow_outage"] * 2
+    assert "the only running prefill instance" in stopped["problems"][0] and "work" not in stopped
+    assert "scale the role to 2 instances first" in stopped["problems"][0]
+    upgrade = decide(plan, ["h1", "ctl"], probes, settings, {}, dict(OPTIONS, allow_outage=True))
+    assert upgrade["problems"] == []
     assert upgrade["reconcile"]["first"] == {} and len(upgrade["rolling"]) == 2
     wait = upgrade["upgrade"]["wait"]
     # every engine serves again first; the conductor's ranks wait for the routes check (a lost prefill add)
@@ -400,3 +406,18 @@ def test_decision_of_an_image_upgrade_waits_for_the_control_plane_before_the_rol
     assert repair["after"][0]["endpoints"] == repair["routes"][0]["endpoints"]
     assert repair["after"][1:] == [c for c in upgrade["readiness"] if c["until"] == "endpoints"]
     assert first["upgrade"]["repair"] == {}
+
+
+def test_the_running_image_under_a_new_name_restarts_nothing(plan):
+    """A retag (same image id, new name): the containers keep the name they were created from in their hash."""
+    first = decide(plan, ["h1", "ctl"], {h: healthy(plan, h) for h in ("h1", "ctl")}, SETTINGS, {}, OPTIONS)
+    specs = {s["name"]: s for step in ("ctl", "h1") for run in first["work"][step]["steps"] if run
+             for s in run["containers"]}
+    running = {h: [{"Names": ["/" + n], "State": "running", "Labels": s["labels"],
+                    "Image": SETTINGS["motor_service_image"], "ImageID": "sha256:img"}
+                   for n, s in specs.items() if s["labels"]["io.pymotor.container"]
+                   in [c["name"] for c in plan["containers"] if c["host"] == h]] for h in ("h1", "ctl")}
+    probes = {h: healthy(plan, h, running[h]) for h in ("h1", "ctl")}
+    retag = decide(plan, ["h1", "ctl"], probes, dict(SETTINGS, motor_service_image="registry.example/pymotor:rel"),
+                   {}, OPTIONS)
+    assert retag["problems"] == [] and retag["reconcile"]["changes"] == [] and retag["rolling"] == []

@@ -196,3 +196,37 @@ def test_roll_instance_drains_before_the_stop_and_only_outside_check_mode():
     post = next(t for t in steps if (t.get("ansible.builtin.uri") or {}).get("method") == "POST")
     assert "motor_reconcile_drain_event" in post["vars"]["motor_service_roll_event"]
     assert any("drain.grace_s" in str((t.get("ansible.builtin.pause") or {}).get("seconds")) for t in steps)
+
+
+def test_a_drained_instance_waits_until_its_engines_hold_no_request_bounded_by_the_drain_timeout():
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import condition_met  # noqa: PLC0415
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import idle_checks  # noqa: PLC0415
+
+    plan = make_plan()
+    instance, members = rolling(plan)[0]
+    context = roll_drain.drain_context(plan)
+    checks = idle_checks(plan, context["targets"], members, 300)
+    assert len(checks) == sum(len(c["endpoints"]) for c in members) > 0
+    assert all(c["until"] == "idle" and c["url"].endswith("/metrics") and c["timeout"] == 300 for c in checks)
+    assert {c["url"].rsplit("/", 1)[0] for c in checks} == {
+        t["url"].rsplit("/", 1)[0] for key, t in context["targets"]["engines"].items()
+        if key.rsplit("/", 1)[0] in {m["name"] for m in members}}  # the engines' management ports
+    busy = ('vllm:num_requests_running{engine="0",model_name="m"} 1.0\n'
+            'vllm:num_requests_waiting{engine="0",model_name="m"} 0.0\n')
+    assert not condition_met("idle", 200, None, None, busy)
+    assert condition_met("idle", 200, None, None, busy.replace("} 1.0", "} 0.0"))
+    assert not condition_met("idle", 200, None, None, "other 0\n")  # no gauges: not known to be idle
+    assert not condition_met("idle", -1, None, None, "")
+    steps = yaml.safe_load((TASKS / "roll_drain.yml").read_text())
+    idle = next(i for i, t in enumerate(steps) if "pymotor.ascend.motor_wait" in t)
+    assert "drain.idle" in steps[idle]["pymotor.ascend.motor_wait"]["checks"] and steps[idle]["failed_when"] is False
+    post = next(i for i, t in enumerate(steps) if (t.get("ansible.builtin.uri") or {}).get("method") == "POST")
+    assert post < idle  # after the del; roll_instance.yml stops the pods after roll_drain.yml
+
+
+def test_the_engines_request_gauges_are_read_where_upstreams_coordinator_reads_them():
+    assert "query_metrics(f\"{en_info.ip}:{en_info.mgmt_port}\")" in line(
+        "motor/coordinator/metrics/metrics_collector.py", 600)
+    assert "timeout=2" in line("motor/coordinator/api_client/engine_server_api_client.py", 28)
+    assert "self.ins_id_cnt = 1" in line("motor/controller/core/instance_assembler.py", 83)
+    assert "max(self.ins_id_cnt, msg.instance_id + 1)" in line("motor/controller/core/instance_assembler.py", 378)
