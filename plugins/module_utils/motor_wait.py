@@ -74,9 +74,11 @@ _CONTEXTS = {}
 
 
 def _context(tls):
-    key = (tls.get("ca_file") or "", tls.get("cert_file") or "", tls.get("key_file") or "")
+    """The TLS context of a target's files; an encrypted key's password from ``passwd_file`` (upstream's rule)."""
+    key = (tls.get("ca_file") or "", tls.get("cert_file") or "", tls.get("key_file") or "", tls.get("passwd_file") or "")
     if key not in _CONTEXTS:
-        _CONTEXTS[key] = ssl_context(True, key[0], key[1] if key[1] and key[2] else None, key[2] or None)
+        _CONTEXTS[key] = ssl_context(True, key[0], key[1] if key[1] and key[2] else None, key[2] or None,
+                                     key_password_file=key[3] or None)
     return _CONTEXTS[key]
 
 
