@@ -115,13 +115,14 @@ def mask_secrets(value, mask: str = MASK, _path=()):
     """A deep copy of ``value`` where every value of a secret field (SECRET_FIELDS, at any depth: the plan holds one
     user_config per container) or under a secret-looking key is replaced by ``mask`` (each item of a list of them).
 
-    Empty values stay empty (nothing to hide, and it shows that no secret was set)."""
+    Empty values and booleans stay as they are (nothing to hide, and it shows whether a secret was set)."""
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
             path = _path + (str(key),)
             field = key in _FIELD_NAMES and any(is_secret_field(path[start:]) for start in range(len(path)))
-            if (field or is_secret_key(key)) and not isinstance(item, (dict, list)) and item not in (None, ""):
+            # a switch (enable_api_key) is no secret: booleans stay readable
+            if (field or is_secret_key(key)) and not isinstance(item, (dict, list, bool)) and item not in (None, ""):
                 out[key] = mask
             elif field and isinstance(item, list):
                 out[key] = [mask if part not in (None, "") else part for part in item]
