@@ -95,7 +95,8 @@ def ssl_context(validate_certs=True, ca_path=None, client_cert=None, client_key=
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     if client_cert:
-        context.load_cert_chain(client_cert, client_key or None, password=key_password(key_password_file))
+        password = key_password(key_password_file) or ""  # never None: OpenSSL would ask a terminal for one
+        context.load_cert_chain(client_cert, client_key or None, password=lambda: password)
     return context
 
 

@@ -131,7 +131,8 @@ def _context(tls):
     ctx = ssl.create_default_context(cafile=tls.get("ca_file") or None)
     ctx.check_hostname = bool(tls.get("check_hostname"))
     if tls.get("cert_file"):
-        ctx.load_cert_chain(tls["cert_file"], tls.get("key_file") or None, password=key_password(tls))
+        password = key_password(tls) or ""  # never None: OpenSSL would ask a terminal for an encrypted key's password
+        ctx.load_cert_chain(tls["cert_file"], tls.get("key_file") or None, password=lambda: password)
     return ctx
 
 

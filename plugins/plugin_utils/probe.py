@@ -26,11 +26,11 @@ def _context(tls):
     context = ssl.create_default_context(cafile=tls.get("ca_file") or None)
     context.check_hostname = bool(tls.get("check_hostname"))
     if tls.get("cert_file"):
-        password = None
+        password = ""  # never None: OpenSSL would ask a terminal for an encrypted key's password
         if tls.get("passwd_file") and os.path.exists(tls["passwd_file"]):
             with open(tls["passwd_file"], encoding="utf-8") as handle:
-                password = handle.read().strip() or None
-        context.load_cert_chain(tls["cert_file"], tls.get("key_file") or None, password=password)
+                password = handle.read().strip()
+        context.load_cert_chain(tls["cert_file"], tls.get("key_file") or None, password=lambda: password)
     return context
 
 

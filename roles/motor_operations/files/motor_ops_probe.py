@@ -42,11 +42,11 @@ def context(tls):
         ctx = ssl.create_default_context(cafile=tls.get("ca_file") or None)
         ctx.check_hostname = bool(tls.get("check_hostname", True))
         if tls.get("cert_file") and tls.get("key_file"):
-            password = None  # an encrypted key's password: passwd_file's stripped text, as upstream reads it
+            password = ""  # an encrypted key's password: passwd_file's stripped text, as upstream reads it
             if tls.get("passwd_file") and os.path.exists(tls["passwd_file"]):
                 with open(tls["passwd_file"]) as handle:
-                    password = handle.read().strip() or None
-            ctx.load_cert_chain(tls["cert_file"], tls["key_file"], password=password)
+                    password = handle.read().strip()
+            ctx.load_cert_chain(tls["cert_file"], tls["key_file"], password=lambda: password)
         CONTEXTS[key] = ctx
     return CONTEXTS[key]
 
