@@ -11,8 +11,9 @@ Records only what a real deployment exposes, the judging is done by the collecti
 Prints one JSON object: endpoints, shapes, seconds, tokens {source, detail}, metrics_before, prefixes [{name,
 prompt_tokens, steps}], unrelated, error. Answers are {status, json | lines, error}; status -1: no answer.
 https with the CA / client cert / key of the args' tls entries (paths inside this container, as the tls_config
-sections name them). The coordinator's requests carry the API key of the environment variable MOTOR_API_KEY (given
-by `docker exec -e MOTOR_API_KEY`, never in the arguments) with the target's api_key header name and prefix.
+sections name them). The coordinator's requests carry the API key the verify task puts in front of this file on
+stdin (``API_KEY = "..."``: never in an argument nor the environment, which ps and -vvv show) with the target's
+api_key header name and prefix.
 Read-only for the cluster apart from the probe requests. Python 3.6+, stdlib + zmq + msgpack.
 """
 
@@ -55,7 +56,7 @@ def http(method, target, body=None, timeout=30, raw=False):
     """target: {url, tls}. Returns {status, json} (or {status, text} with raw), status -1 and error on no answer."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
-    api_key = os.environ.get("MOTOR_API_KEY") if target.get("api_key") else None
+    api_key = globals().get("API_KEY") if target.get("api_key") else None
     if api_key:
         headers[target["api_key"]["header_name"]] = target["api_key"]["key_prefix"] + api_key
     req = urllib.request.Request(target["url"], data=data, method=method, headers=headers)
