@@ -203,3 +203,39 @@ def test_standin_coordinator_checks_keys_as_upstream():
                             "header_name": "X-Api-Key", "key_prefix": "Key "})
     assert custom.refusal(request({"X-Api-Key": "Key " + KEYS[1]})) is None
     assert custom.refusal(request({"Authorization": "Bearer " + KEYS[1]}))[0] == 401
+
+
+def test_motor_wait_posts_a_body_with_the_targets_headers():
+    """verify's chat request: a reads target with a body is one POST of it, with the headers the action added."""
+    import http.server
+    import threading
+
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import read_all
+
+    seen = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server API)
+            seen.update(path=self.path, auth=self.headers.get("Authorization"),
+                        body=json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            data = b'{"ok": true}'
+            self.send_response(200 if seen["auth"] == "Bearer " + KEYS[0] else 401)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = "http://127.0.0.1:%d/v1/chat/completions" % server.server_port
+        target = {"url": url, "tls": None, "body": {"max_tokens": 1},
+                  "headers": api_key_header({"header_name": "Authorization", "key_prefix": "Bearer "}, KEYS[0])}
+        answers = read_all({"inference": {"chat": target}}, 5, 2)
+        assert answers["inference"]["chat"]["status"] == 200 and answers["inference"]["chat"]["json"] == {"ok": True}
+        assert seen == {"path": "/v1/chat/completions", "auth": "Bearer " + KEYS[0], "body": {"max_tokens": 1}}
+        assert "headers" not in answers["inference"]["chat"]
+    finally:
+        server.shutdown()
