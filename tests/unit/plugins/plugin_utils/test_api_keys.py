@@ -192,7 +192,7 @@ def test_standin_coordinator_checks_keys_as_upstream():
     upstream = upstream_key_encryption()
     stored = [upstream.PBKDF2KeyEncryption.encrypt_key(KEYS[0], None, 1000)]  # upstream's random salt
     check = standin_check({"enable_api_key": True, "valid_keys": stored})
-    assert check.refusal(request({})) [0] == 401  # inference_server.py:213-220
+    assert check.refusal(request({}))[0] == 401  # inference_server.py:213-220
     assert check.refusal(request({"Authorization": "Bearer FAKE-wrong"}))[0] == 403  # 228-229
     assert check.refusal(request({"Authorization": "Bearer " + KEYS[0]})) is None  # 226
     assert check.refusal(request({"Authorization": KEYS[0]})) is None  # no prefix: the whole value is the key
