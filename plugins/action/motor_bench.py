@@ -16,16 +16,19 @@ from ansible.utils.display import Display
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.bench import html, replay, report, workload
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import api_key_header
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config
 
 display = Display()
 
 
-def bench_targets(plan):
-    """The coordinator's /v1/completions, every prefill engine's /metrics and the first one's /tokenize."""
+def bench_targets(plan, api_key=None):
+    """The coordinator's /v1/completions (with the header of ``api_key``, api_key_config's name and prefix), every
+    prefill engine's /metrics and the first one's /tokenize."""
     targets = service_targets(plan)
-    inference = dict(targets["inference"], url=targets["inference"]["url"].replace("/chat/completions", "/completions"))
+    inference = dict(targets["inference"], url=targets["inference"]["url"].replace("/chat/completions", "/completions"),
+                     headers=api_key_header(targets["api_key"], api_key))
     if not targets["metrics"] or targets["tokenize"] is None:
         raise AnsibleActionFail("the job has no KV-event publishing prefill engine: the benchmark reads the prefix-cache "
                                 "counters of the prefill engines the plan lists with kv_events (vLLM with kv-events-config)")
@@ -73,6 +76,7 @@ class ActionModule(EntryPoint):
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def phase(self, args, task_vars):
+        self._task_vars = task_vars
         if args["reports"] is not None:
             return self._write(args)
         if not args["plan"] or not args["model"]:
@@ -91,7 +95,8 @@ class ActionModule(EntryPoint):
             else:
                 requests = workload.shared_prefix_workload(requests=n or 200)
                 source = {"workload": "built-in shared prefix (8 system prompts of 4 blocks, 2 own blocks each)"}
-            targets = bench_targets(plan)
+            # motor_api_key straight from the variables (Vault-friendly): never a task argument, so never in -vvv
+            targets = bench_targets(plan, self._templar.template(self._task_vars.get("motor_api_key") or ""))
             calibration = workload.calibrate(replay.tokenizer_count(targets["tokenize"]))
         except (OSError, workload.WorkloadError) as exc:
             raise AnsibleActionFail("motor_bench: %s" % exc)

@@ -12,6 +12,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import ARGUMENT_SPEC, read_all, run_checks
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import api_key_header
 
 
 display = Display()
@@ -30,6 +31,13 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("motor_wait: %s" % "; ".join(validated.error_messages))
         params = validated.validated_parameters
         if params["reads"]:
+            # a POST target with api_key settings (targets.api_key_settings) gets motor_api_key in their header,
+            # taken from the variables here: never an argument, so never in -vvv nor in the result
+            api_key = self._templar.template((task_vars or {}).get("motor_api_key") or "")
+            for targets in params["reads"].values():
+                for tgt in (targets.values() if isinstance(targets, dict) else []):
+                    if isinstance(tgt, dict) and tgt.get("body") is not None and tgt.get("api_key"):
+                        tgt["headers"] = api_key_header(tgt["api_key"], api_key)
             try:
                 result["answers"] = read_all(params["reads"], params["request_timeout"], params["concurrency"])
             except ValueError as exc:

@@ -77,15 +77,26 @@ class TLSConnection(http.client.HTTPConnection):
         self.sock = self.context.wrap_socket(self.sock, server_hostname=self.server_hostname)
 
 
-def ssl_context(validate_certs=True, ca_path=None, client_cert=None, client_key=None):
+def key_password(passwd_file):
+    """The password of an encrypted private key: the stripped text of ``passwd_file`` when it exists, as PyMotor
+    reads its ``tls_config`` ``passwd_file`` (``password_utils.py:45-47``, ``cert_util.py:797-805``); else None."""
+    if not passwd_file or not os.path.exists(passwd_file):
+        return None
+    with open(passwd_file, encoding="utf-8") as handle:
+        return handle.read().strip() or None
+
+
+def ssl_context(validate_certs=True, ca_path=None, client_cert=None, client_key=None, key_password_file=None):
     """The TLS context of a tcp endpoint: the server verified against ca_path (or the system CAs) unless
-    validate_certs is false; a client certificate when given (Docker's --tlsverify setup)."""
+    validate_certs is false; a client certificate when given (Docker's --tlsverify setup), its key decrypted with
+    the password of ``key_password_file``."""
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_path or None)
     if not validate_certs:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     if client_cert:
-        context.load_cert_chain(client_cert, client_key or None)
+        password = key_password(key_password_file) or ""  # never None: OpenSSL would ask a terminal for one
+        context.load_cert_chain(client_cert, client_key or None, password=lambda: password)
     return context
 
 

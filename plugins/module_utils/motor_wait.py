@@ -29,6 +29,7 @@ _TLS_OPTIONS = dict(
     ca_file=dict(type="str", default=""),
     cert_file=dict(type="str", default=""),
     key_file=dict(type="str", default="", no_log=False),
+    passwd_file=dict(type="str", default="", no_log=False),  # a path: the password is the file's content
 )
 _TARGET_OPTIONS = dict(url=dict(type="str", required=True), tls=dict(type="dict", options=_TLS_OPTIONS))
 
@@ -77,14 +78,17 @@ _CONTEXTS = {}
 
 
 def _context(tls):
-    key = (tls.get("ca_file") or "", tls.get("cert_file") or "", tls.get("key_file") or "")
+    """The TLS context of a target's files; an encrypted key's password from ``passwd_file`` (upstream's rule)."""
+    key = (tls.get("ca_file") or "", tls.get("cert_file") or "", tls.get("key_file") or "", tls.get("passwd_file") or "")
     if key not in _CONTEXTS:
-        _CONTEXTS[key] = ssl_context(True, key[0], key[1] if key[1] and key[2] else None, key[2] or None)
+        _CONTEXTS[key] = ssl_context(True, key[0], key[1] if key[1] and key[2] else None, key[2] or None,
+                                     key_password_file=key[3] or None)
     return _CONTEXTS[key]
 
 
-def get_answer(url, request_timeout, tls=None):
-    """(status, parsed JSON or None, text): status -1 when nothing answered. One GET as ``tls_kwargs`` describes it
+def get_answer(url, request_timeout, tls=None, body=None, headers=None):
+    """(status, parsed JSON or None, text): status -1 when nothing answered. One GET (with ``body``: one POST of it
+    as JSON), with ``headers``, as ``tls_kwargs`` describes it
     (https verified against ``ca_file`` with the hostname, the client certificate presented; no proxy, no
     redirects followed), on the standard library's HTTP client: Ansible's ``open_url`` builds its handlers and a TLS
     context for every request, about 25 ms of CPU, and a deploy's readiness waits poll every 0.5 s."""
@@ -97,7 +101,11 @@ def get_answer(url, request_timeout, tls=None):
         else:
             conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=request_timeout)
         try:
-            conn.request("GET", path)
+            if body is None:
+                conn.request("GET", path, headers=dict(headers or {}))
+            else:
+                conn.request("POST", path, body=json.dumps(body),
+                             headers=dict({"Content-Type": "application/json"}, **(headers or {})))
             response = conn.getresponse()
             status, raw = response.status, response.read()
         finally:
@@ -241,10 +249,17 @@ def _poll_round(checks, states, pending, request_timeout, get, poller, started, 
     return left
 
 
+def _read(get, target, request_timeout):
+    if target.get("body") is None:
+        return get(target["url"], request_timeout, target.get("tls"))
+    return get(target["url"], request_timeout, target.get("tls"), target["body"], target.get("headers"))
+
+
 def read_all(reads, request_timeout, concurrency, get=get_answer):
     """GET every target of ``reads`` once, concurrently (verify's observations): ``{group: {name: target}}`` (a
-    target: ``url`` and optional ``tls``) -> ``{group: {name: {status, json, error}}}``, status -1 and ``error`` when
-    nothing answered, ``json`` {} when the answer is not JSON (what verify judges, as a ``uri`` loop gave it)."""
+    target: ``url`` and optional ``tls``; with ``body``, a POST of it with the target's ``headers``, which the action
+    adds, never the arguments) -> ``{group: {name: {status, json, error}}}``, status -1 and ``error`` when nothing
+    answered, ``json`` {} when the answer is not JSON (what verify judges, as a ``uri`` loop gave it)."""
     items = []
     for group, targets in (reads or {}).items():
         if not isinstance(targets, dict):
@@ -255,7 +270,7 @@ def read_all(reads, request_timeout, concurrency, get=get_answer):
             items.append((group, name, target))
     out = {group: {} for group in reads or {}}
     with Poller(concurrency) as poller:
-        answers = poller.map(lambda item: get(item[2]["url"], request_timeout, item[2].get("tls")), items)
+        answers = poller.map(lambda item: _read(get, item[2], request_timeout), items)
     for (group, name, dummy), (status, body, text) in zip(items, answers):
         out[group][name] = {"status": status, "json": body if body is not None else {},
                             "error": text[:ANSWER_LIMIT] if status == -1 else ""}

@@ -100,7 +100,13 @@ options:
             type: str
             default: ""
           key_file:
-            description: Key of the client certificate (PEM, not encrypted).
+            description: Key of the client certificate (PEM; encrypted with the password of O(checks[].tls.passwd_file)).
+            type: str
+            default: ""
+          passwd_file:
+            description:
+              - File whose stripped text is the password of an encrypted O(checks[].tls.key_file), as PyMotor reads
+                its C(tls_config) C(passwd_file). Empty or missing file - the key is not encrypted.
             type: str
             default: ""
   stalls:
@@ -173,6 +179,9 @@ options:
       - Targets to GET once each, concurrently, before the checks (the day-2 verify reads its observations so) -
         a mapping of groups, each a mapping of names to targets with C(url) and C(tls) (as O(checks[].tls), or
         null). Their answers are RV(answers).
+      - A target with C(body) is sent that body as JSON in one POST instead. When it also has C(api_key)
+        (C(header_name), C(key_prefix) of the coordinator's C(api_key_config)), the request carries the variable
+        C(motor_api_key) in that header; the key is read from the variables, never from the arguments.
     type: dict
     default: {}
 """

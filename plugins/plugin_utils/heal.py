@@ -126,32 +126,55 @@ def metrics_target(status_target):
     return dict(status_target, url=url[:-len("/status")] + "/metrics" if url.endswith("/status") else url)
 
 
+def key_password(tls):
+    """The password of an encrypted ``key_file``: the stripped text of ``passwd_file`` when it exists, as upstream
+    reads it (``password_utils.py:45-47``, ``cert_util.py:797-805``); None otherwise."""
+    path = (tls or {}).get("passwd_file")
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().strip() or None
+
+
+_TLS_ERRORS = {}  # a TLS setup error, logged once per set of files
+
+
 def _context(tls):
     if not tls:
         return None
     ctx = ssl.create_default_context(cafile=tls.get("ca_file") or None)
     ctx.check_hostname = bool(tls.get("check_hostname"))
     if tls.get("cert_file"):
-        ctx.load_cert_chain(tls["cert_file"], tls.get("key_file") or None)
+        password = key_password(tls) or ""  # never None: OpenSSL would ask a terminal for an encrypted key's password
+        ctx.load_cert_chain(tls["cert_file"], tls.get("key_file") or None, password=lambda: password)
     return ctx
 
 
 def _fetch(target, timeout=3):
     """(HTTP status, body bytes) of GET ``target["url"]``; (-1, None) when nothing answers (http.client: this file
-    runs alone)."""
+    runs alone). A TLS setup that fails (a missing file, a wrong key password) is nothing answering too, logged once:
+    the repair rule never acts on what it could not read."""
     url = urllib.parse.urlsplit(target["url"])
-    if url.scheme == "https":
-        conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=_context(target.get("tls")))
-    else:
-        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    conn = None
     try:
+        if url.scheme == "https":
+            conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout,
+                                               context=_context(target.get("tls")))
+        else:
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
         conn.request("GET", url.path + ("?" + url.query if url.query else ""))
         resp = conn.getresponse()
         return resp.status, resp.read()
-    except (OSError, http.client.HTTPException):
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        if conn is None:
+            key = json.dumps(target.get("tls"), sort_keys=True)
+            if key not in _TLS_ERRORS:
+                _TLS_ERRORS[key] = str(exc)
+                log("cannot read %s" % target["url"], "TLS setup failed: %s" % exc)
         return -1, None
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
 
 
 def get_answer(target, timeout=3):

@@ -14,33 +14,42 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import ssl
 import sys
 import urllib.parse
 
 
 def _context(tls):
+    """The management TLS context; an encrypted key's password from ``passwd_file`` (stripped text, as upstream's
+    ``password_utils.py:45-47`` reads it)."""
     context = ssl.create_default_context(cafile=tls.get("ca_file") or None)
     context.check_hostname = bool(tls.get("check_hostname"))
     if tls.get("cert_file"):
-        context.load_cert_chain(tls["cert_file"], tls.get("key_file") or None)
+        password = ""  # never None: OpenSSL would ask a terminal for an encrypted key's password
+        if tls.get("passwd_file") and os.path.exists(tls["passwd_file"]):
+            with open(tls["passwd_file"], encoding="utf-8") as handle:
+                password = handle.read().strip()
+        context.load_cert_chain(tls["cert_file"], tls.get("key_file") or None, password=lambda: password)
     return context
 
 
 def alive(target, timeout):
-    """True when GET ``target["url"]`` answers 200 within ``timeout`` seconds."""
+    """True when GET ``target["url"]`` answers 200 within ``timeout`` seconds (a TLS setup that fails: False)."""
     url = urllib.parse.urlsplit(target["url"])
-    if url.scheme == "https":
-        conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=_context(target["tls"]))
-    else:
-        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    conn = None
     try:
+        if url.scheme == "https":
+            conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=_context(target["tls"]))
+        else:
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
         conn.request("GET", url.path, headers={"User-Agent": "motor-probe"})
         return conn.getresponse().status == 200
     except (OSError, ValueError, http.client.HTTPException):
         return False
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
 
 
 def main(argv):

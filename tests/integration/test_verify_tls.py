@@ -1,16 +1,21 @@
 """TLS on (mgmt_tls_config and infer_tls_config of motor_deploy_config.tls_config): the stand-in serves https with
 the named cert/key like PyMotor's servers, and deploy.yml (readiness) and verify.yml (status reads, inference and the
-affinity probe) use https with the CA / client cert / key those sections name. One A2 engine host (1 P + 1 D) and a
-control host, prefix pymotor-tls."""
+affinity probe) use https with the CA / client cert / key those sections name. The key is encrypted, its password in
+the sections' passwd_file (upstream's cert_util.py:797-805), and API keys are on (issue 47: api_key_config; verify
+sends motor_api_key from a vars file, as Vault would give it; a wrong key gets upstream's 403, none 401, and the
+plain key is in no file of any host nor in the controller's job files or the playbooks' output). One A2 engine
+host (1 P + 1 D) and a control host, prefix pymotor-tls."""
 
 from __future__ import annotations
 
 import base64
 import datetime
 import functools
+import http.client
 import ipaddress
 import json
 import os
+import ssl
 import subprocess
 import sys
 
@@ -24,6 +29,8 @@ from support import REPO
 PREFIX = "pymotor-tls" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts per concurrent run
 IMAGE = "local/pymotor-tls:test"
 JOB = "tls-job"
+KEY_PASSWORD = "FAKE-tls-keypass-47"  # noqa: S105 (test data)
+API_KEY = "FAKE-apikey-integration-47d9"  # the plain key: on the controller, in the user's own files only
 
 pytestmark = pytest.mark.docker
 
@@ -61,7 +68,8 @@ def make_certs(directory, ips):
     pem = serialization.Encoding.PEM
     files = {"ca.crt": ca.public_bytes(pem), "server.crt": cert.public_bytes(pem),
              "server.key": key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL,
-                                             serialization.NoEncryption())}
+                                             serialization.BestAvailableEncryption(KEY_PASSWORD.encode())),
+             "key_pwd.txt": (KEY_PASSWORD + "\n").encode()}
     directory.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         (directory / name).write_bytes(data)
@@ -86,12 +94,15 @@ def cluster(tmp_path_factory):
                                                          f" | base64 -d > {certs / name} && chmod 600 {certs / name}")
                 assert rc == 0, out
         tls = {"enable_tls": True, "ca_file": str(certs / "ca.crt"), "cert_file": str(certs / "server.crt"),
-               "key_file": str(certs / "server.key")}
+               "key_file": str(certs / "server.key"), "passwd_file": str(certs / "key_pwd.txt")}
         config_dir = tmp / "config"
         config_dir.mkdir()
         user = json.loads((REPO / "examples/seed_pd_separation/user_config.json").read_text())
         user["motor_deploy_config"].update(job_id=JOB, image_name=IMAGE,
                                            tls_config={"mgmt_tls_config": tls, "infer_tls_config": dict(tls)})
+        user["motor_coordinator_config"]["api_key_config"] = {"enable_api_key": True,
+                                                              "valid_keys": [API_KEY, "FAKE-apikey-second-47"]}
+        (config_dir / "secrets.yml").write_text(f"motor_api_key: {API_KEY}\n")  # what Vault would decrypt
         (config_dir / "user_config.json").write_text(json.dumps(user, indent=2))
         (config_dir / "env.json").write_text((REPO / "examples/seed_pd_separation/env.json").read_text())
         inventory = tmp / "hosts.yml"
@@ -99,13 +110,29 @@ def cluster(tmp_path_factory):
         volumes = json.dumps({"motor_service_extra_volumes": [f"{certs}:{certs}:ro"]})
         deploy = playbook("deploy.yml", inventory, config_dir, "-e", "motor_service_ready_timeout=240", "-e", volumes)
         yield {"hosts": hosts, "inventory": inventory, "config": config_dir, "tmp": tmp, "certs": certs,
-               "volumes": volumes, "deploy": deploy}
+               "volumes": volumes, "deploy": deploy, "outputs": [deploy]}
     finally:
         simctl.down(PREFIX)
 
 
 def ctl(cluster):
     return [h for h in cluster["hosts"] if h["name"].endswith("-ctl")][0]
+
+
+def https(cluster, method, url, body=None, headers=None):
+    """(status, body) of one request with the CA and the encrypted client key (requests takes no key password)."""
+    certs = cluster["certs"]
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    context.load_cert_chain(str(certs / "server.crt"), str(certs / "server.key"), password=KEY_PASSWORD)
+    host, rest = url.split("://", 1)[1].split("/", 1)
+    conn = http.client.HTTPSConnection(host.split(":")[0], int(host.split(":")[1]), timeout=30, context=context)
+    try:
+        conn.request(method, "/" + rest, body=None if body is None else json.dumps(body),
+                     headers=dict({"Content-Type": "application/json"}, **(headers or {})))
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode()
+    finally:
+        conn.close()
 
 
 def test_deploy_waits_over_https(cluster):
@@ -116,18 +143,46 @@ def test_deploy_waits_over_https(cluster):
     for port in (2026, 1026):  # controller API, coordinator management
         with pytest.raises(requests.exceptions.ConnectionError):
             requests.get(f"http://{ip}:{port}/readiness", timeout=5)
-        resp = requests.get(f"https://{ip}:{port}/readiness", timeout=5, verify=str(certs / "ca.crt"),
-                            cert=(str(certs / "server.crt"), str(certs / "server.key")))
-        assert resp.status_code == 200
+        assert https(cluster, "GET", f"https://{ip}:{port}/readiness")[0] == 200
+    assert certs.is_dir()
 
 
 def test_verify_passes_with_tls_on(cluster):
     report_path = cluster["tmp"] / "report.json"
     result = playbook("verify.yml", cluster["inventory"], cluster["config"], "-e", f"motor_verify_report={report_path}",
-                      "-e", cluster["volumes"])
+                      "-e", cluster["volumes"], "-e", f"@{cluster['config'] / 'secrets.yml'}")
+    cluster["outputs"].append(result)
     report = json.loads(report_path.read_text())
     assert report["passed"], report
     affinity = report["affinity"]
     assert affinity["passed"] and affinity["tokens"]["source"] == "tokenize"  # /tokenize over https
     assert all(p["verdict"] == "ok" and not p["notes"] for p in affinity["prefixes"])  # /metrics over https
     assert "checks passed, 0 failed" in result.stdout
+
+
+def test_coordinator_checks_api_keys_as_upstream(cluster):
+    """The coordinator's config holds the keys in PBKDF2 form only; the right key 200, a wrong one 403, none 401
+    (upstream's inference_server.py:213-229)."""
+    url = f"https://{ctl(cluster)['ip']}:1025/v1/chat/completions"
+    body = {"model": "qwen3-8B", "max_tokens": 2, "messages": [{"role": "user", "content": "Reply with one word."}]}
+    assert https(cluster, "POST", url, body)[0] == 401
+    assert https(cluster, "POST", url, body, {"Authorization": "Bearer FAKE-wrong-key"})[0] == 403
+    status, text = https(cluster, "POST", url, body, {"Authorization": f"Bearer {API_KEY}"})
+    assert status == 200, text
+
+
+def test_plain_key_is_nowhere_but_the_users_own_files(cluster):
+    """Every file of every simulated host (containers' configs, logs and layers, Docker's state), the controller's
+    job files (plan, verify report) and every playbook's output: the plain API key is in none of them."""
+    for host in cluster["hosts"]:
+        # not the kernel's views (proc, sys, dev) nor Docker's network namespace handles (nsfs: not readable)
+        rc, out = simctl.host_exec(host["name"], ["grep", "-rlF", "-D", "skip", "--exclude-dir=proc",
+                                                  "--exclude-dir=sys", "--exclude-dir=dev", "--exclude-dir=netns",
+                                                  API_KEY, "/"])
+        assert rc == 1 and not out.strip(), (host["name"], out[-2000:])  # grep: 1 = every file read, none matched
+    own = {cluster["config"] / "user_config.json", cluster["config"] / "secrets.yml"}
+    files = [p for p in cluster["tmp"].rglob("*") if p.is_file() and p not in own]
+    assert cluster["config"] / "motor_plan.json" in files
+    assert not [str(p) for p in files if API_KEY.encode() in p.read_bytes()]
+    for result in cluster["outputs"]:
+        assert API_KEY not in result.stdout + result.stderr

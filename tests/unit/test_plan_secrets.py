@@ -2,9 +2,10 @@
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """No secret at rest nor in output at plan time: playbooks/plan.yml on the example inventory (no host touched) with
-a TLS key file and password file in user_config.json and an API key, a key password and a token in env.json, at -v, -vv and -vvv with
---diff: the plan file holds none of them (masked as collect_logs masks), is mode 0600 (also when it was there with
-another mode), and neither the output nor the diff shows them."""
+a TLS key file and password file and API keys (api_key_config.valid_keys) in user_config.json and an API key, a key
+password and a token in env.json, at -v, -vv and -vvv with --diff: the plan file holds none of them (masked as
+collect_logs masks), is mode 0600 (also when it was there with another mode), and neither the output nor the diff
+shows them."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ TLS_KEY_FILE = "/etc/pymotor-keys/FAKE-TLSKEY-unit-a1c9/server.key"  # PyMotor's
 TLS_PASSWORD = "FAKE-TLSPASS-unit-0d42"  # noqa: S105  (test data)
 PASSWD_FILE = "/etc/pymotor-keys/FAKE-PWDFILE-unit-93d0/key_pwd.txt"  # PyMotor's TLSConfig.passwd_file
 TOKEN = "FAKE-ENVTOKEN-unit-6e15"  # noqa: S105
-SECRETS = (API_KEY, "FAKE-TLSKEY-unit-a1c9", TLS_PASSWORD, "FAKE-PWDFILE-unit-93d0", TOKEN)
+VALID_KEY = "FAKE-VALIDKEY-unit-47c3"  # PyMotor's APIKeyConfig.valid_keys (issue 47)
+SECRETS = (API_KEY, "FAKE-TLSKEY-unit-a1c9", TLS_PASSWORD, "FAKE-PWDFILE-unit-93d0", TOKEN, VALID_KEY)
 
 
 def seeded_config(config_dir: Path) -> None:
@@ -34,6 +36,7 @@ def seeded_config(config_dir: Path) -> None:
     # key's password as environment variables
     user["motor_deploy_config"]["tls_config"] = {"mgmt_tls_config": {
         "enable_tls": False, "key_file": TLS_KEY_FILE, "passwd_file": PASSWD_FILE}}
+    user["motor_coordinator_config"]["api_key_config"] = {"enable_api_key": True, "valid_keys": [VALID_KEY]}
     env["motor_common_env"]["HF_TOKEN"] = TOKEN
     env["motor_common_env"]["MOTOR_API_KEY"] = API_KEY
     env["motor_common_env"]["TLS_KEY_PASSWORD"] = TLS_PASSWORD

@@ -97,8 +97,10 @@ def stream_request(target, body, timeout, clock=time.monotonic):
     start = clock()
     conn, parts = _connection(target["url"], target.get("tls"), timeout)
     try:
+        # the target's own headers: the coordinator's API key (motor_bench sets them, never logged)
         conn.request("POST", parts.path, body=json.dumps(body),
-                     headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+                     headers=dict({"Content-Type": "application/json", "Accept": "text/event-stream"},
+                                  **(target.get("headers") or {})))
         resp = conn.getresponse()
         if resp.status != 200:
             out["error"] = "HTTP %s %s" % (resp.status, resp.read()[:200].decode("utf-8", "replace").strip())

@@ -10,7 +10,9 @@ and the engines' management ports (``/status``, ``/metrics``); ``infer_tls_confi
 inference port and the engines' service ports. The Mooncake conductor serves plain http. Clients use the same
 CA / client certificate / key, as upstream's probe (``examples/deployer/probe/probe.py``) does.
 
-A target is ``{"url": ..., "tls": None | {"ca_file", "cert_file", "key_file", "check_hostname"}}``.
+A target is ``{"url": ..., "tls": None | {"ca_file", "cert_file", "key_file", "passwd_file", "check_hostname"}}``:
+``passwd_file`` holds the password of an encrypted ``key_file`` (upstream reads it in clear, stripped:
+``motor/common/http/password_utils.py:45-47``, ``cert_util.py:797-805``); every client of ours reads it the same way.
 """
 
 from __future__ import annotations
@@ -36,9 +38,23 @@ def tls_settings(plan: dict, check_hostname: bool = True) -> dict:
     for kind, key in SECTIONS.items():
         cfg = section.get(key) if isinstance(section.get(key), dict) else {}
         out[kind] = ({"ca_file": cfg.get("ca_file") or "", "cert_file": cfg.get("cert_file") or "",
-                      "key_file": cfg.get("key_file") or "", "check_hostname": bool(check_hostname)}
+                      "key_file": cfg.get("key_file") or "", "passwd_file": cfg.get("passwd_file") or "",
+                      "check_hostname": bool(check_hostname)}
                      if _enabled(cfg.get("enable_tls")) else None)
     return out
+
+
+def api_key_settings(plan: dict) -> dict:
+    """How our clients present ``motor_api_key`` to the coordinator: api_key_config's ``enabled``, ``header_name``
+    and ``key_prefix`` (upstream's defaults, motor/config/coordinator.py:195-198, when unset) from the coordinator's
+    rendered config (the only one that has api_key_config). Upstream checks the key on the inference routes only
+    (inference_server.py:353-382): readiness, /metrics and the management API take none."""
+    coordinator = next((c for c in (plan or {}).get("containers") or [] if c.get("role") == "coordinator"), {})
+    cfg = ((coordinator.get("user_config") or {}).get("motor_coordinator_config") or {}).get("api_key_config")
+    cfg = cfg if isinstance(cfg, dict) else {}
+    prefix = cfg.get("key_prefix")
+    return {"enabled": _enabled(cfg.get("enable_api_key")), "header_name": str(cfg.get("header_name") or "Authorization"),
+            "key_prefix": "Bearer " if prefix is None else str(prefix)}
 
 
 def target(ip, port, path="", tls=None) -> dict:
@@ -60,6 +76,7 @@ def service_targets(plan: dict, check_hostname: bool = True) -> dict:
     events_role = (plan.get("kv_events") or {}).get("role")
     out = {
         "tls": tls,
+        "api_key": api_key_settings(plan),
         "controller": target(controller.get("ip"), controller.get("api_port"), "/readiness", mgmt),
         "coordinator": target(coordinator.get("ip"), coordinator.get("mgmt_port"), "/readiness", mgmt),
         "inference": target(coordinator.get("ip"), coordinator.get("infer_port"), "/v1/chat/completions", infer),
@@ -98,7 +115,8 @@ def probe_args(plan: dict, settings: dict, check_hostname: bool = True) -> dict:
     targets = service_targets(plan, check_hostname)
     conductor = targets["conductor"]
     out = dict(settings or {})
-    out.update(endpoints=kv_endpoint_urls(plan), coordinator=targets["inference"], tokenize=targets["tokenize"],
+    out.update(endpoints=kv_endpoint_urls(plan), coordinator=dict(targets["inference"], api_key=targets["api_key"]),
+               tokenize=targets["tokenize"],
                conductor=dict(conductor, url=conductor["url"] + "/query") if conductor else None,
                engines=targets["metrics"])
     return out

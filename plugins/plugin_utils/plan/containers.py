@@ -19,6 +19,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     WATCHER_ROLE,
     WATCHER_SCRIPT,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import coordinator_api_keys
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hccl import HCCL_ENV
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import dig, ensure, env_str, json_copy
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
@@ -116,6 +117,25 @@ class ContainerBuilder:
                     pkec["http_server_port"] = ports["kv_conductor"]
         return uc
 
+    def _coordinator_user_config(self, shared):
+        """The coordinator's user_config: api_key_config.valid_keys in upstream's PBKDF2 form (plain keys on no host)."""
+        uc = json.loads(shared)
+        keys = dig(self.user_config, "motor_coordinator_config", "api_key_config", "valid_keys")
+        if isinstance(keys, list) and keys:
+            uc["motor_coordinator_config"]["api_key_config"]["valid_keys"] = coordinator_api_keys(keys, self.job_id)
+        return uc
+
+    @staticmethod
+    def _without_api_keys(uc):
+        """A user_config for any container but the coordinator: without api_key_config, which only the coordinator
+        reads (inference_server.py:138, 224-226; the node managers read scheduler_config.deploy_mode only,
+        node_manager.py:143), so no API key (not even hashed: upstream accepts the stored form itself as a key,
+        inference_server.py:224) is on a host that does not need it."""
+        coord = uc.get("motor_coordinator_config")
+        if isinstance(coord, dict):
+            coord.pop("api_key_config", None)
+        return uc
+
     def shell_env(self):
         """{set_*_env: env} of the job: the bodies of the functions injected into the startup scripts (the same in
         every config directory, like PyMotor's one ConfigMap); the variables the plan wires are left out."""
@@ -176,7 +196,9 @@ class ContainerBuilder:
 
     def build_containers(self):
         # serialised once, parsed once per container: every container owns its copy
-        shared = json.dumps(self._shared_user_config())
+        with_keys = self._shared_user_config()
+        coordinator_config = self._coordinator_user_config(json.dumps(with_keys))
+        shared = json.dumps(self._without_api_keys(with_keys))
         ports = self.shared_ports
         pool_ip = self.control["kv_pool"].ip if "kv_pool" in self.control else None
         conductor_ip = self.control["kv_conductor"].ip if "kv_conductor" in self.control else None
@@ -201,7 +223,7 @@ class ContainerBuilder:
                 "dp_ranks": [], "rank_pool": [], "endpoints": [],
                 "env": self._env(role, host, name, job_name, extra),
                 "ports": sorted(plist), "port_map": port_map,
-                "user_config": json.loads(shared),
+                "user_config": coordinator_config if role == "coordinator" else json.loads(shared),
                 "shm_size": None if ipc_mode == "host" else CONTROL_SHM_SIZE,
                 "ipc_mode": ipc_mode, "mounts_profile": "kv" if role in KV_DRIVER_ROLES else "control",
                 "needs_weights": needs_weights,

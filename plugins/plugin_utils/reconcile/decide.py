@@ -347,7 +347,7 @@ def _target(tgt: dict) -> dict:
     """A target (``service_targets``) as motor_wait's ``stalls`` take it."""
     out = {"url": tgt["url"]}
     if tgt.get("tls"):
-        out["tls"] = {k: tgt["tls"][k] for k in ("ca_file", "cert_file", "key_file")}
+        out["tls"] = {k: tgt["tls"].get(k) or "" for k in ("ca_file", "cert_file", "key_file", "passwd_file")}
     return out
 
 

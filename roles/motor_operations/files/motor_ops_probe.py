@@ -11,10 +11,14 @@ Records only what a real deployment exposes, the judging is done by the collecti
 Prints one JSON object: endpoints, shapes, seconds, tokens {source, detail}, metrics_before, prefixes [{name,
 prompt_tokens, steps}], unrelated, error. Answers are {status, json | lines, error}; status -1: no answer.
 https with the CA / client cert / key of the args' tls entries (paths inside this container, as the tls_config
-sections name them). Read-only for the cluster apart from the probe requests. Python 3.6+, stdlib + zmq + msgpack.
+sections name them). The coordinator's requests carry the API key the verify task puts in front of this file on
+stdin (``API_KEY = "..."``: never in an argument nor the environment, which ps and -vvv show) with the target's
+api_key header name and prefix.
+Read-only for the cluster apart from the probe requests. Python 3.6+, stdlib + zmq + msgpack.
 """
 
 import json
+import os
 import ssl
 import sys
 import threading
@@ -39,7 +43,11 @@ def context(tls):
         ctx = ssl.create_default_context(cafile=tls.get("ca_file") or None)
         ctx.check_hostname = bool(tls.get("check_hostname", True))
         if tls.get("cert_file") and tls.get("key_file"):
-            ctx.load_cert_chain(tls["cert_file"], tls["key_file"])
+            password = ""  # an encrypted key's password: passwd_file's stripped text, as upstream reads it
+            if tls.get("passwd_file") and os.path.exists(tls["passwd_file"]):
+                with open(tls["passwd_file"]) as handle:
+                    password = handle.read().strip()
+            ctx.load_cert_chain(tls["cert_file"], tls["key_file"], password=lambda: password)
         CONTEXTS[key] = ctx
     return CONTEXTS[key]
 
@@ -47,7 +55,11 @@ def context(tls):
 def http(method, target, body=None, timeout=30, raw=False):
     """target: {url, tls}. Returns {status, json} (or {status, text} with raw), status -1 and error on no answer."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(target["url"], data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    api_key = globals().get("API_KEY") if target.get("api_key") else None
+    if api_key:
+        headers[target["api_key"]["header_name"]] = target["api_key"]["key_prefix"] + api_key
+    req = urllib.request.Request(target["url"], data=data, method=method, headers=headers)
     try:
         ctx = context(target.get("tls"))
         with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:

@@ -167,15 +167,25 @@ def server_context(component: str, cfg: dict) -> ssl.SSLContext:
         fail(component, f"Failed to create ssl context: certificate files do not exist: cert={files[0]}, "
                         f"key={files[1]}, ca={files[2]}")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(certfile=cfg["cert_file"], keyfile=cfg["key_file"])
+    context.load_cert_chain(certfile=cfg["cert_file"], keyfile=cfg["key_file"], password=key_password(cfg))
     context.load_verify_locations(cafile=cfg["ca_file"])
     return context
+
+
+def key_password(cfg: dict) -> str | None:
+    """An encrypted key's password: passwd_file's stripped text when the file exists (PyMotor's
+    PasswordDecryptor.decrypt, password_utils.py:45-47, used by cert_util.py:797-805); else none."""
+    path = cfg.get("passwd_file")
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        return fh.read().strip() or None
 
 
 def client_context(cfg: dict) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=cfg.get("ca_file") or None)
     if cfg.get("cert_file") and cfg.get("key_file"):
-        context.load_cert_chain(cfg["cert_file"], cfg["key_file"])
+        context.load_cert_chain(cfg["cert_file"], cfg["key_file"], password=key_password(cfg))
     return context
 
 

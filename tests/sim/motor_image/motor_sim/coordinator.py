@@ -15,6 +15,8 @@ with the bootstrap host/port/room). Like the real coordinator, responses say not
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import itertools
 import json
 import os
@@ -48,6 +50,59 @@ UNAVAILABLE = (503, {"detail": "Service is not available"})
 # PyMotor's PrefillKvEventConfig defaults (motor/config/coordinator.py)
 KV_EVENT_DEFAULTS = {"http_server_port": 13333, "block_size": 128, "endpoint": "", "replay_endpoint": "",
                      "engine_type": "vLLM", "model_path": ""}
+
+
+# APIKeyConfig.skip_paths' default (motor/config/coordinator.py:66-79 _default_skip_paths)
+DEFAULT_SKIP_PATHS = {"/", "/startup", "/readiness", "/liveness", "/metrics", "/instances/refresh", "/docs",
+                      "/redoc", "/openapi.json", "/favicon.ico"}
+
+
+class ApiKeyCheck:
+    """Upstream's InferenceServer.verify_api_key (motor/coordinator/api_server/inference_server.py:208-229), which
+    only the inference routes call (353-382; not /v1/models): nothing when enable_api_key is off or the path is in
+    skip_paths; 401 without the header_name header; the key is the header value without key_prefix (when it starts
+    with it); accepted when it is one of valid_keys as written (224) or matches one in PBKDF2 form
+    "salt:iterations:hash" (226, common/http/key_encryption.py PBKDF2KeyEncryption.verify_key); 403 otherwise."""
+
+    def __init__(self, user_config: dict):
+        cfg = section(user_config, "motor_coordinator_config", "api_key_config")
+        self.enabled = bool(cfg.get("enable_api_key", False))
+        self.valid_keys = list(cfg.get("valid_keys") or [])
+        self.header_name = cfg.get("header_name", "Authorization")
+        self.key_prefix = cfg.get("key_prefix", "Bearer ")
+        # set as written (update_config_from_dict, coordinator.py:396-403: setattr, so encryption_algorithm from the
+        # file is never applied: PBKDF2_SHA256, set up by __post_init__ with the defaults, is what verifies)
+        self.skip_paths = set(cfg["skip_paths"] if "skip_paths" in cfg else DEFAULT_SKIP_PATHS)
+        if self.enabled:
+            log(COMPONENT, "API key authentication on", keys=len(self.valid_keys), header_name=self.header_name)
+
+    @staticmethod
+    def _pbkdf2_match(plain: str, stored: str) -> bool:
+        parts = str(stored).split(":", 2)
+        if not plain or len(parts) != 3:
+            return False
+        try:
+            derived = hashlib.pbkdf2_hmac("sha256", plain.encode("utf-8"), parts[0].encode("utf-8"), int(parts[1]),
+                                          dklen=32)
+        except ValueError:
+            return False
+        return hmac.compare_digest(derived.hex(), parts[2])
+
+    def refusal(self, handler) -> tuple | None:
+        """None when the request may pass, else upstream's answer (status, body, headers)."""
+        if not self.enabled or handler.path.split("?", 1)[0] in self.skip_paths:
+            return None
+        authorization = handler.headers.get(self.header_name)
+        if not authorization:
+            log(COMPONENT, "API Key validation failed: missing Authorization header")
+            return 401, {"detail": "Missing Authorization header"}, {"WWW-Authenticate": "Bearer"}
+        api_key = authorization
+        if self.key_prefix and authorization.startswith(self.key_prefix):
+            api_key = authorization[len(self.key_prefix):]
+        if api_key in self.valid_keys or any(self._pbkdf2_match(api_key, key) for key in self.valid_keys):
+            return None
+        log(COMPONENT, "API Key validation failed: invalid key")
+        return 403, {"detail": "Invalid API Key"}
 
 
 def kv_event_config(user_config: dict) -> dict:
@@ -183,6 +238,7 @@ class Coordinator:
         self.load_weight = float(sched.get("kv_affinity_load_weight", 1.0))
         self.prefill_scale = float(sched.get("kv_affinity_prefill_load_scale", 1.0))
         self.never_ready = os.environ.get("MOTOR_SIM_NEVER_READY") == "1"
+        self.api_keys = ApiKeyCheck(user_config)
         # upstream's transport retries (motor/config/coordinator.py ExceptionConfig; router/strategies/pd_hybrid.py,
         # pd_separate.py): a failed forward is scheduled again, retry_delay * 2**attempt s later
         retries = section(user_config, "motor_coordinator_config", "exception_config")
@@ -376,9 +432,16 @@ class Coordinator:
             bootstrap_port=self.bootstrap_port, prefill_status=p_result.get("status"))
         return 200, result, {"X-Request-Id": uuid.uuid4().hex}
 
+    def authenticated(self, route):
+        """``route`` behind upstream's API key check (the inference routes call it first)."""
+        def checked(body: dict, handler):
+            return self.api_keys.refusal(handler) or route(body, handler)
+        return checked
+
     def infer_routes(self) -> dict:
         model = lambda *_: (200, {"object": "list", "data": [{"id": i["model_name"]} for i in self.instances[:1]]})  # noqa: E731
-        return {("POST", "/v1/chat/completions"): self.chat, ("POST", "/v1/completions"): self.completions,
+        return {("POST", "/v1/chat/completions"): self.authenticated(self.chat),
+                ("POST", "/v1/completions"): self.authenticated(self.completions),
                 ("GET", "/v1/models"): model}
 
     def collect_metrics(self) -> str:
