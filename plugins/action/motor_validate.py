@@ -11,7 +11,8 @@ from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.standby import standby_problems
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONTROL_GROUP, Problem
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import host_view, pymotor_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory_check import inventory_problems
@@ -66,5 +67,9 @@ class ActionModule(EntryPoint):
             views = {h: host_view(self.host_vars(task_vars, h)) for h in hosts}
             discovery = bool(task_vars.get("motor_plan_discover"))
             problems = err.problems + inventory_problems(views, deploy_value(user_config, "hardware_type"), discovery)
+            controls = list((task_vars.get("groups") or {}).get(CONTROL_GROUP) or [])
+            vip = (self.host_vars(task_vars, controls[0]) if controls else task_vars).get("motor_vip")
+            problems += standby_problems(user_config, controls, vip,
+                                         {h: view.get("motor_host_ip") for h, view in views.items()})
             return self.failed(problems, err.warnings)
         return dict(self.facts(motor_normalized_config=config), summary=config_summary(config))
