@@ -11,7 +11,8 @@ from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.standby import standby_problems
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONTROL_GROUP, Problem
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import host_view, pymotor_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory_check import inventory_problems
@@ -62,8 +63,8 @@ class ActionModule(EntryPoint):
             config = normalize(user_config, env_config, args["overrides"])
         except MotorConfigError as err:
             # the inventory's own problems in the same list (the plan, which checks them otherwise, will not run)
-            return self.failed(err.problems + self.inventory_problems(task_vars, deploy_value(user_config, "hardware_type")),
-                               err.warnings)
+            problems = self.inventory_problems(task_vars, deploy_value(user_config, "hardware_type"))
+            return self.failed(err.problems + problems + self.standby_problems(task_vars, user_config), err.warnings)
         # a valid configuration: the inventory is judged by the plan's own host rules (plan/hosts.py) here too, so
         # validate.yml -i <inventory> refuses what plan.yml would
         problems = self.inventory_problems(task_vars, config.get("hardware_type"))
@@ -76,3 +77,11 @@ class ActionModule(EntryPoint):
         hosts = pymotor_hosts(task_vars.get("groups"))
         views = {h: host_view(self.host_vars(task_vars, h)) for h in hosts}
         return inventory_problems(views, hardware_type, bool(task_vars.get("motor_plan_discover")))
+
+    def standby_problems(self, task_vars, user_config):
+        """Master/standby's inventory contract (two control hosts, ``motor_vip``), named with the mode's refusal."""
+        controls = list((task_vars.get("groups") or {}).get(CONTROL_GROUP) or [])
+        vip = (self.host_vars(task_vars, controls[0]) if controls else task_vars).get("motor_vip")
+        addresses = {h: host_view(self.host_vars(task_vars, h)).get("motor_host_ip")
+                     for h in pymotor_hosts(task_vars.get("groups"))}
+        return standby_problems(user_config, controls, vip, addresses)

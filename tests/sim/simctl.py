@@ -137,8 +137,9 @@ def _build(tag: str) -> None:
 # ---------------------------------------------------------------------------------------- hosts
 
 def _host_specs(count: int | None, hardware: str | list[str], prefix: str,
-                control: bool) -> list[tuple[str, str]]:
-    """[(name, hardware)] for the requested hosts."""
+                control: bool | int) -> list[tuple[str, str]]:
+    """[(name, hardware)] for the requested hosts; ``control`` True or a number of control hosts (no NPUs):
+    ``<prefix>-ctl``, then ``<prefix>-ctl2``, ``<prefix>-ctl3``..."""
     if isinstance(hardware, str):
         types = [hardware] * (1 if count is None else count)
     else:
@@ -149,8 +150,8 @@ def _host_specs(count: int | None, hardware: str | list[str], prefix: str,
     if unknown:
         raise ValueError(f"unknown hardware {unknown}: expected one of {HARDWARE_TYPES}")
     specs = [(f"{prefix}-{i}", hw) for i, hw in enumerate(types, start=1)]
-    if control:
-        specs.append((f"{prefix}-ctl", CONTROL_HARDWARE))
+    for i in range(1, int(control) + 1):
+        specs.append((f"{prefix}-ctl" + ("" if i == 1 else str(i)), CONTROL_HARDWARE))
     return specs
 
 
@@ -241,9 +242,9 @@ def _describe(container, prefix: str) -> dict:
 
 
 def _host_order(host: dict) -> tuple:
-    """NPU hosts by number, the control host last."""
+    """NPU hosts by number, the control hosts last (ctl, ctl2, ctl3...)."""
     suffix = host["name"].rsplit("-", 1)[-1]
-    return (0, int(suffix)) if suffix.isdigit() else (1, 0)
+    return (0, int(suffix)) if suffix.isdigit() else (1, int(suffix[3:] or 1) if suffix[3:].isdigit() else 0)
 
 
 def hosts(prefix: str = DEFAULT_PREFIX) -> list[dict]:
@@ -252,7 +253,7 @@ def hosts(prefix: str = DEFAULT_PREFIX) -> list[dict]:
 
 
 def up(count: int | None = None, hardware: str | list[str] = "800I_A2",
-       prefix: str = DEFAULT_PREFIX, control: bool = False, nic: str = DEFAULT_NIC) -> list[dict]:
+       prefix: str = DEFAULT_PREFIX, control: bool | int = False, nic: str = DEFAULT_NIC) -> list[dict]:
     specs = _host_specs(count, hardware, prefix, control)
     image_tag = ensure_host_image()
     network = _network(prefix)

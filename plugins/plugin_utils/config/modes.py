@@ -12,20 +12,18 @@ pd_disaggregation_single_container (every role in one pod), master-standby (two 
 from __future__ import annotations
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import is_int
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.standby import standby_sections
 
 SINGLE_CONTAINER_WHY = ("runs every role of the job in one container (upstream examples/deployer/deploy.py:172, "
                         "startup/roles/all_combine_in_single_container.sh); this collection deploys one container per "
                         "control role and per engine pod and does not deploy that mode")
 STANDBY_WHY = ("master-standby runs two replicas with an etcd lock election (upstream examples/deployer/lib/generator/"
-               "controller.py:19-25, coordinator.py:19-24, motor/config/standby.py:19); this collection deploys one "
-               "%s and no etcd, so the mode would be configured and never run")
+               "controller.py:19-25, coordinator.py:19-24, motor/config/standby.py:19) behind one address that follows "
+               "the master; it is not yet deployed by this collection: the etcd cluster exists (playbooks/etcd.yml) "
+               "but the second %s and the virtual IP (motor_vip, keepalived and HAProxy) do not (issue 49, "
+               "docs/ha.md), so the mode would be configured and never run")
 ENCODE_WHY = ("encode (EPD) instances are not placed by this collection: no container would run them while the "
               "coordinator and controller expect them")
-
-
-def _standby_on(section):
-    standby = section.get("standby_config") if isinstance(section, dict) else None
-    return isinstance(standby, dict) and standby.get("enable_master_standby") is True
 
 
 def check_modes(ctx, uc):
@@ -39,10 +37,12 @@ def check_modes(ctx, uc):
     if isinstance(scheduler, dict) and scheduler.get("deploy_mode") == "pd_disaggregation_single_container":
         ctx.error("motor_coordinator_config.scheduler_config.deploy_mode",
                   "pd_disaggregation_single_container %s" % SINGLE_CONTAINER_WHY, 'use "pd_separate"')
+    standby = standby_sections(uc)
     for key, role in (("motor_controller_config", "controller"), ("motor_coordinator_config", "coordinator")):
-        if _standby_on(uc.get(key)):
+        if key in standby:
             ctx.error(key + ".standby_config.enable_master_standby", STANDBY_WHY % role,
-                      "set it to false; the containers' Docker restart policy restarts a failed %s" % role)
+                      "set it to false until master/standby is deployed; the containers' Docker restart policy restarts "
+                      "a failed %s" % role)
     encode = uc.get("motor_engine_encode_config")
     if isinstance(encode, dict) and encode:
         ctx.error("motor_engine_encode_config", ENCODE_WHY, "remove the section (and e_instances_num)")
