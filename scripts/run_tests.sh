@@ -26,6 +26,7 @@ parts=(
   "integration-hosts|420|yes|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
   "integration-deploys|420|yes|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
   "integration-security|300|yes|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_verify_tls.py tests/integration/test_monitoring.py'"
+  "integration-etcd|150|yes|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
   "molecule-pd_separation|240|yes|make --no-print-directory molecule SCENARIOS=pd_separation"
   "molecule-day2|300|yes|make --no-print-directory molecule SCENARIOS=day2"
   "molecule-pd_hybrid|200|yes|make --no-print-directory molecule SCENARIOS=pd_hybrid"
