@@ -22,6 +22,7 @@ class ActionModule(EntryPoint):
     ARGUMENT_SPEC = {
         "plan": {"type": "dict", "required": True},
         "discovery": {"type": "str", "required": True},
+        "reach": {"type": "str", "default": ""},
         "settings": {"type": "dict", "required": True},
         "startup_cache": {"type": "str", "required": True},
         "startup_in_image": {"type": "str", "required": True},
@@ -38,7 +39,8 @@ class ActionModule(EntryPoint):
         plan = args["plan"]
         hosts = checked_hosts(plan, pymotor_hosts(task_vars.get("groups")))
         own = {h: self.host_vars(task_vars, h) for h in hosts}
-        probes = {h: own[h].get(args["discovery"]) or {} for h in hosts}
+        probes = {h: with_pings(own[h].get(args["discovery"]) or {}, own[h].get(args["reach"]) if args["reach"] else None)
+                  for h in hosts}
         # a host's own value (inventory host or group variable) of a setting wins for that host
         overrides = {h: {name: own[h][name] for name in args["settings"] if name in own[h]} for h in hosts}
         options = dict(args, registrations=registrations(plan))
@@ -49,6 +51,20 @@ class ActionModule(EntryPoint):
         if decision["problems"]:  # listed once here; the role's next task fails with one short line
             self.show_problems(decision["problems"])
         return self.facts(motor_decision=decision)
+
+
+def with_pings(probe, reach):
+    """The host's discovery with the answers of its device pings (a motor_npu_reach result) as ``npu_pings``, which
+    reconcile/npu_reach.py judges; the discovery as it is when the host ran none. A run that failed as a whole (its
+    script did not answer) fails each of its pings with its message: a precheck that could not run does not pass."""
+    if not isinstance(reach, dict) or reach.get("skipped"):
+        return probe
+    answers = reach.get("results")
+    if answers is None and reach.get("failed"):
+        pings = ((reach.get("invocation") or {}).get("module_args") or {}).get("pings") or []
+        answers = [{"item": ping, "failed": True, "rc": reach.get("rc"), "msg": reach.get("msg") or "the run failed"}
+                   for ping in pings]
+    return dict(probe, npu_pings=answers) if answers else probe
 
 
 def registrations(plan, get=get_answer):

@@ -43,6 +43,16 @@ HOST_PROBE_ARGUMENT_SPEC = dict(
     inspect=dict(type="bool", default=False),
 )
 
+NPU_REACH_ARGUMENT_SPEC = dict(
+    hccn_tool=dict(type="path", default="/usr/local/Ascend/driver/tools/hccn_tool"),
+    pings=dict(type="list", elements="dict", default=[], options=dict(
+        npu=dict(type="int", required=True),
+        address=dict(type="str", required=True),
+        peer_host=dict(type="str", required=True),
+        peer_npu=dict(type="int", required=True),
+    )),
+)
+
 CONTAINER_OPTIONS = dict(
     name=dict(type="str", required=True),
     image=dict(type="str", required=True),

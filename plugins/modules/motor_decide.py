@@ -41,6 +41,12 @@ options:
     description: The variable every host registered its M(pymotor.ascend.motor_host_probe) result under.
     type: str
     required: true
+  reach:
+    description:
+      - The variable the engine hosts registered their M(pymotor.ascend.motor_npu_reach) result under (empty - none);
+        its C(results) join the host's discovery as C(npu_pings), judged with the other prechecks.
+    type: str
+    default: ''
   settings:
     description:
       - The role settings as the controller sees them, keyed by variable name (C(<role prefix><setting>), for example
@@ -97,6 +103,7 @@ EXAMPLES = r"""
   pymotor.ascend.motor_decide:
     plan: "{{ motor_plan_result }}"
     discovery: motor_service_docker
+    reach: motor_service_reach
     settings: "{{ motor_service_settings }}"
     startup_cache: /var/cache/pymotor/startup
     startup_in_image: /tmp/motor/examples/deployer/startup
@@ -117,7 +124,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main():
     spec = dict(plan=dict(type="dict", required=True), discovery=dict(type="str", required=True),
-                settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
+                reach=dict(type="str", default=""), settings=dict(type="dict", required=True), startup_cache=dict(type="path", required=True),
                 startup_in_image=dict(type="path", required=True), ready_timeout=dict(type="int", required=True),
                 port_timeout=dict(type="int", required=True), watcher_script=dict(type="str", required=True),
                 max_fail_percentage=dict(type="float", default=0), allow_outage=dict(type="bool", default=False),

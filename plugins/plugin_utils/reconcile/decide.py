@@ -35,7 +35,7 @@ import re
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import with_host_healers
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE, with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import (
     unreachable_hosts,
@@ -192,7 +192,9 @@ def _spec(container: dict, result: dict, spec_settings: dict, restarting: set) -
 
 def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict, files: dict | None = None) -> dict:
     """Per host its motor_containers run per step (None: no run). When any host removes containers before the tiers
-    start, the first step is that removal (``tiers`` empty), on every host before any tier starts."""
+    start, the first step is that removal (``tiers`` empty), on every host before any tier starts. A host's healer
+    (plan/healer.py) joins its host's last step with containers there, started after them (its tier is the last
+    start group of the run): what it watches runs first, without one more run on every host."""
     work = {}
     restarting = {r["container"] for r in result.get("actions") or [] if r.get("action") == "restart"}
     running = frozenset(r["container"] for r in result.get("actions") or [] if r.get("action") == "keep")
@@ -206,8 +208,12 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
         runs = []
         if first:
             runs.append({"job_id": plan["job_id"], "remove": first[host], "containers": []} if host in first else None)
-        for tiers in steps:
-            mine = [c for c in own if c["tier"] in tiers]
+        healers = [c for c in own if c.get("role") == HOST_HEALER_ROLE]
+        others = [c for c in own if c.get("role") != HOST_HEALER_ROLE]
+        last = max((i for i, tiers in enumerate(steps) if any(c["tier"] in tiers for c in others)),
+                   default=len(steps) - 1)
+        for index, tiers in enumerate(steps):
+            mine = [c for c in others if c["tier"] in tiers] + (healers if index == last else [])
             run = {"job_id": plan["job_id"],
                    "containers": [_spec(c, result, spec_settings, restarting) for c in mine if c["name"] in starting]}
             if mine and not rendered:

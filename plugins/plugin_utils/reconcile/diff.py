@@ -19,6 +19,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     PUBLISHING_ROLES,
     ROLE_LABEL,
 )
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, dependencies
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name, parse_parts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import image_only
@@ -143,10 +144,13 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
 def tier_steps(plan: dict) -> list:
     """The tiers in start order, grouped into steps: consecutive tiers whose containers all run on one and the same
     host start in one step (one module run there, in plan order); any other tier waits for the previous step on
-    every host. With one control host: [[0, 1], [2]]; control plane spread over hosts: [[0], [1], [2]]."""
+    every host. With one control host: [[0, 1], [2]]; control plane spread over hosts: [[0], [1], [2]]. The per-host
+    healers (plan/healer.py) make no step of their own: each starts in its host's last run, after what it watches
+    there (decide.host_work), not in one more run on every host."""
     by_tier = {}
     for c in plan.get("containers", []):
-        by_tier.setdefault(c["tier"], set()).add(c["host"])
+        if c.get("role") != HOST_HEALER_ROLE:
+            by_tier.setdefault(c["tier"], set()).add(c["host"])
     steps, step_hosts = [], set()
     for tier in sorted(by_tier):
         if steps and len(step_hosts | by_tier[tier]) == 1:

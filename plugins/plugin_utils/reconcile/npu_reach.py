@@ -35,12 +35,19 @@ def _talk(first: dict, second: dict) -> bool:
     return {first["role"], second["role"]} == {"prefill", "decode"}
 
 
-def host_pairs(plan: dict) -> dict:
-    """(first host, second host) -> (NPUs of the first, NPUs of the second) that must reach each other."""
+def host_pairs(plan: dict, first_host: str | None = None) -> dict:
+    """(first host, second host) -> (NPUs of the first, NPUs of the second) that must reach each other; with
+    ``first_host`` only the pairs whose first host it is (its engines against all others: linear in the plan, where
+    every pair of the plan's engines grows with the square of the hosts, and each host asks for its own)."""
     engines = _engines(plan)
     pairs = {}
     for i, one in enumerate(engines):
-        for other in engines[i + 1:]:
+        others = engines[i + 1:]
+        if first_host is not None:
+            if one["host"] != first_host:
+                continue
+            others = [other for other in engines if other["host"] > first_host]
+        for other in others:
             if one["host"] == other["host"] or not _talk(one, other):
                 continue
             first, second = sorted((one, other), key=lambda c: c["host"])
@@ -54,9 +61,7 @@ def ping_list(plan: dict, host: str, networks: dict) -> list:
     """The pings ``host`` runs: ``[{npu, address, peer_host, peer_npu}]``; ``networks`` is host -> the probe's
     ``npu_network`` (NPU id -> {ip}). A device without an IP is left out (the address check names it)."""
     out = []
-    for (first, second), (mine, theirs) in sorted(host_pairs(plan).items()):
-        if first != host:
-            continue
+    for (first, second), (mine, theirs) in sorted(host_pairs(plan, host).items()):
         own, peer = (networks or {}).get(first) or {}, (networks or {}).get(second) or {}
         senders = [n for n in sorted(mine) if (own.get(str(n)) or {}).get("ip")]
         targets = [n for n in sorted(theirs) if (peer.get(str(n)) or {}).get("ip")]

@@ -46,6 +46,9 @@ NETWORKS = {"a": network("29.1.0", range(4)), "b": network("29.2.0", range(10)),
 def test_only_hosts_that_exchange_data_over_the_device_nics_are_paired():
     pairs = host_pairs(PLAN)
     assert pairs == {("a", "b"): ({0, 1, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7}), ("c", "d"): ({0, 1}, {0, 1})}
+    # one host's own pairs (what each host asks for) are the plan's pairs whose first host it is
+    for host in "abcde":
+        assert host_pairs(PLAN, host) == {pair: npus for pair, npus in pairs.items() if pair[0] == host}
 
 
 def test_pings_are_bounded_by_the_larger_side_and_cover_every_involved_device():
