@@ -1,5 +1,6 @@
 """Day-2 verbs on a small simulated cluster: one A2 engine host (1 P x 4 NPUs + 1 D x 4 NPUs) and a control host,
-deployed with playbooks/deploy.yml, then verify, status, stop, destroy and collect_logs (prefix pymotor-ops)."""
+deployed with playbooks/deploy.yml, then verify, status, stop, destroy and collect_logs (prefix pymotor-ops); status,
+stop, collect_logs and destroy also by job id with a config dir that no longer validates."""
 
 from __future__ import annotations
 
@@ -242,7 +243,44 @@ def test_stop_is_idempotent(cluster):
     assert out.split() and set(out.split()) == {"exited"}
 
 
-def test_destroy_needs_confirmation_and_spares_other_jobs(cluster):
+@pytest.fixture(scope="module")
+def broken_config(cluster):
+    """The job's config dir after an edit that fails validation (a misspelt key), with the last plan kept beside it."""
+    broken = cluster["tmp"] / "broken-config"
+    broken.mkdir(exist_ok=True)
+    user = json.loads((cluster["config"] / "user_config.json").read_text())
+    user["motor_coordinator_config"].setdefault("scheduler_config", {})["schedular_type"] = "kv_cache_affinity"
+    (broken / "user_config.json").write_text(json.dumps(user, indent=2))
+    (broken / "env.json").write_text((cluster["config"] / "env.json").read_text())
+    (broken / "motor_plan.json").write_text((cluster["config"] / "motor_plan.json").read_text())
+    return broken
+
+
+def test_day2_by_job_id_when_the_config_no_longer_validates(cluster, broken_config):
+    """status, stop and collect_logs with -e motor_job_id and a config dir that fails validation: they do not read it,
+    say what they read the job from, and act on the job's containers (found by their label on the hosts)."""
+    refused = playbook("status.yml", cluster["inventory"], broken_config, check=False)
+    assert refused.returncode != 0 and "did you mean 'scheduler_type'?" in refused.stdout
+    by_id = ("-e", f"motor_job_id={JOB}")
+    said = (f"job {JOB}: read from -e motor_job_id; the configuration is not read, the containers are found on the "
+            f"hosts by their label io.pymotor.job={JOB}; the last plan at {broken_config}/motor_plan.json is of this job")
+    status = playbook("status.yml", cluster["inventory"], broken_config, *by_id)
+    assert said in " ".join(status.stdout.split()), status.stdout[-3000:]
+    assert re.search(rf"job {JOB}: \d+ container\(s\)", status.stdout) and f"{JOB}-coordinator" in status.stdout
+    stop = playbook("stop.yml", cluster["inventory"], broken_config, *by_id)
+    assert said in " ".join(stop.stdout.split())
+    dest = cluster["tmp"] / "bundles-by-id"
+    logs = playbook("collect_logs.yml", cluster["inventory"], broken_config, *by_id, "-e", f"motor_logs_dest={dest}")
+    assert said in " ".join(logs.stdout.split())
+    archives = list(dest.glob(f"pymotor-logs-{JOB}-*.tar.gz"))
+    assert len(archives) == 1
+    with tarfile.open(archives[0]) as tar:
+        assert any(n.endswith(f"logs/{JOB}-coordinator.log") for n in tar.getnames())
+    _, out = simctl.host_exec(ctl_name(cluster), f"docker ps -a --filter label=io.pymotor.job={JOB} --format '{{{{.State}}}}'")
+    assert out.split() and set(out.split()) == {"exited"}
+
+
+def test_destroy_needs_confirmation_and_spares_other_jobs(cluster, broken_config):
     engine = [h for h in cluster["hosts"] if not h["name"].endswith("-ctl")][0]["name"]
     rc, out = simctl.host_exec(engine, f"docker run -d --name decoy-other-job --label io.pymotor.job=other-job "
                                        f"--label io.pymotor.role=prefill --entrypoint sleep {IMAGE} 600")
@@ -252,7 +290,10 @@ def test_destroy_needs_confirmation_and_spares_other_jobs(cluster):
     wrong = playbook("destroy.yml", cluster["inventory"], cluster["config"], "-e", "motor_destroy_confirm=other-job",
                      check=False)
     assert wrong.returncode != 0
-    playbook("destroy.yml", cluster["inventory"], cluster["config"], "-e", f"motor_destroy_confirm={JOB}")
+    # by job id, the config dir failing validation (issue 45): nothing of the config is needed to remove the job
+    destroyed = playbook("destroy.yml", cluster["inventory"], broken_config, "-e", f"motor_job_id={JOB}",
+                         "-e", f"motor_destroy_confirm={JOB}")
+    assert f"job {JOB}: read from -e motor_job_id" in " ".join(destroyed.stdout.split())
     for host in cluster["hosts"]:
         _, out = simctl.host_exec(host["name"], f"docker ps -a --filter label=io.pymotor.job={JOB} -q")
         assert out.strip() == ""

@@ -200,3 +200,18 @@ def test_sections_refused_at_once_and_value_untouched():
     assert {COORD + ".scheduler_config.schedular_type", CTRL + ".api_config.controller_api_prot",
             "env_config.motor_engine_decoder_env"} <= {p.path for p in problems}
     assert normalize(before, load("vllm")[1])["user_config"][COORD] == normalize(*load("vllm"))["user_config"][COORD]
+
+
+def test_pd_hybrid_without_scheduler_deploy_mode_gets_single_node_with_a_warning():
+    """Newer PyMotor examples leave scheduler_config.deploy_mode out of PD hybrid (they route by
+    hybrid_instances_num); PyMotor 7d15c04's deployer needs single_node: filled in, warned; a wrong value stays an
+    error."""
+    user, env = load("vllm_pd_hybrid")
+    user[COORD] = {}
+    out = normalize(user, env)
+    assert out["user_config"][COORD]["scheduler_config"]["deploy_mode"] == "single_node"
+    assert any(w.startswith(COORD + ".scheduler_config.deploy_mode: missing; set to \"single_node\"")
+               for w in out["warnings"]), out["warnings"]
+    user[COORD] = {"scheduler_config": {"deploy_mode": "pd_separate"}}
+    problem, problems = refusal(user, env, COORD + ".scheduler_config.deploy_mode")
+    assert problem is not None and "single_node" in problem.message, [str(p) for p in problems]
