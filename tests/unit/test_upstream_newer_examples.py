@@ -143,8 +143,8 @@ def test_unknown_keys_error_refuses_the_far_key_and_a_typo_still_fails_by_name(t
     name = "examples/infer_engines/vllm/models/GLM/5"
     typo = {"motor_coordinator_config": {"scheduler_config": {"schedular_type": "kv_cache_affinity"}}}
     user = load(name)[0]
-    rc, output = run_playbook(tmp_path, "validate.yml", name, {"motor_unknown_keys": "error",
-                                                                "motor_user_config_overrides": fill_in(user) + [typo]})
+    variables = {"motor_unknown_keys": "error", "motor_user_config_overrides": fill_in(user) + [typo]}
+    rc, output = run_playbook(tmp_path, "validate.yml", name, variables)
     text = " ".join(output.split())
     assert rc != 0, output
     assert "motor_deploy_config.env_path: unknown key of motor_deploy_config: not known to PyMotor 7d15c04" in text
