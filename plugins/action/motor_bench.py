@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 
 from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
@@ -45,6 +46,12 @@ def engine_settings(plan):
     if any(k.startswith("MOTOR_SIM_") for k in out):
         out["note"] = "stand-in engines: performance model of tests/sim/motor_image/motor_sim/perf.py, not NPU numbers"
     return out
+
+
+def run_salt(label, nonce=None):
+    """The salt of one run's prompts: its label and a fresh nonce, so no block of an earlier run (of any label, on any
+    engine) matches them and every run starts cold whether or not the prefix caches could be emptied."""
+    return "%s/%s" % (label, nonce or uuid.uuid4().hex[:12])
 
 
 class ActionModule(EntryPoint):
@@ -88,15 +95,17 @@ class ActionModule(EntryPoint):
             calibration = workload.calibrate(replay.tokenizer_count(targets["tokenize"]))
         except (OSError, workload.WorkloadError) as exc:
             raise AnsibleActionFail("motor_bench: %s" % exc)
+        # vLLM serves POST /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1 (a development route), so a site's
+        # engines answer 404; the run's fresh salt makes it cold anyway: the answers go to the report, not a warning
         cold = replay.reset_prefix_caches(targets["metrics"]) if args["cold_start"] else {}
         if cold and any(v != "ok" for v in cold.values()):
-            display.warning("motor_bench: prefix caches not emptied (%s); the run's prompts carry their own salt, so "
-                            "no earlier run's blocks match them" % "; ".join("%s: %s" % kv for kv in cold.items()))
+            display.vv("motor_bench: prefix caches not emptied (%s); the run's prompts carry a fresh salt, so no "
+                       "earlier run's blocks match them" % "; ".join("%s: %s" % kv for kv in cold.items()))
         scheduler = dict((plan_user_config(plan).get("motor_coordinator_config") or {}).get("scheduler_config") or {})
         scheduler.update(args["scheduler"])
         label = args["label"] or " ".join("%s=%s" % kv for kv in sorted((args["scheduler"] or {
             "scheduler_type": scheduler.get("scheduler_type", "load_balance")}).items()))
-        run = replay.replay(targets, requests, calibration, args["model"], label, args["time_scale"], salt=label,
+        run = replay.replay(targets, requests, calibration, args["model"], label, args["time_scale"], salt=run_salt(label),
                             timeout=args["timeout"], progress=display.display)
         run.update(source, scheduler=scheduler, ideal_hit_ratio=workload.ideal_hit_ratio(requests),
                    time_scale=args["time_scale"], engine_model=engine_settings(plan),

@@ -63,9 +63,17 @@ class ActionModule(EntryPoint):
             config = normalize(user_config, env_config, args["overrides"], args["unknown_keys"])
         except MotorConfigError as err:
             # the inventory's own problems in the same list (the plan, which checks them otherwise, will not run)
-            hosts = pymotor_hosts(task_vars.get("groups"))
-            views = {h: host_view(self.host_vars(task_vars, h)) for h in hosts}
-            discovery = bool(task_vars.get("motor_plan_discover"))
-            problems = err.problems + inventory_problems(views, deploy_value(user_config, "hardware_type"), discovery)
-            return self.failed(problems, err.warnings)
+            return self.failed(err.problems + self.inventory_problems(task_vars, deploy_value(user_config, "hardware_type")),
+                               err.warnings)
+        # a valid configuration: the inventory is judged by the plan's own host rules (plan/hosts.py) here too, so
+        # validate.yml -i <inventory> refuses what plan.yml would
+        problems = self.inventory_problems(task_vars, config.get("hardware_type"))
+        if problems:
+            return self.failed(problems, config.get("warnings") or [])
         return dict(self.facts(motor_normalized_config=config), summary=config_summary(config))
+
+    def inventory_problems(self, task_vars, hardware_type):
+        """The problems of the inventory's PyMotor hosts (none without an inventory)."""
+        hosts = pymotor_hosts(task_vars.get("groups"))
+        views = {h: host_view(self.host_vars(task_vars, h)) for h in hosts}
+        return inventory_problems(views, hardware_type, bool(task_vars.get("motor_plan_discover")))

@@ -9,8 +9,12 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import ARGUMENT_SPEC, read_all, run_checks
+
+
+display = Display()
 
 
 class ActionModule(ActionBase):
@@ -30,5 +34,6 @@ class ActionModule(ActionBase):
                 result["answers"] = read_all(params["reads"], params["request_timeout"], params["concurrency"])
             except ValueError as exc:
                 raise AnsibleActionFail("motor_wait: %s" % exc) from exc
-        result.update(run_checks(params))
+        # progress lines reach the console while the wait goes on (a module's output would come only at its end)
+        result.update(run_checks(params, progress=lambda line: display.display("%s: %s" % (self._task.get_name(), line))))
         return result

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: motor_contract_job_id_problem
-short_description: The problem with a job_id, by the one rule validation and planning apply
+short_description: Internal - the problem with a job_id, by the one rule validation and planning apply
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - "Returns the problem with a job_id as text, C(<path>: <what> (<hint>)), or an empty string when it follows the
     rule - a DNS label of 1-63 lowercase letters, digits and C(-), as PyMotor uses it for the Kubernetes namespace."
   - The same rule (C(plugins/plugin_utils/contract.py)) decides in P(pymotor.ascend.motor_config#filter),

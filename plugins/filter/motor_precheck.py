@@ -7,10 +7,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: motor_precheck
-short_description: Judge the host prechecks of a PyMotor deploy on the controller
+short_description: Internal - judge the host prechecks of a PyMotor deploy on the controller
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - For every host, compares the plan with what the read-only discovery before planning read there
     (M(pymotor.ascend.motor_host_probe), registered as O(discovery)) - Docker engine and version, the
     image, planned NPUs and their health, driver and hccn_tool, the NPU network (device address, link, one TLS switch,

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: motor_precheck_pings
-short_description: The NPU device pings a host runs to check reachability across hosts
+short_description: Internal - the NPU device pings a host runs to check reachability across hosts
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - For the pods of one instance on different hosts, and prefill and decode instances on different hosts, the
     device IPs must reach each other (HCCL and the KV transfer run over the NPUs' own NICs). Returns the pings
     O(host) runs with C(hccn_tool -i <npu> -ping -g address <address>) - for each pair of hosts that must reach each

@@ -314,6 +314,7 @@ def probe(params, check_mode=False, diff=False):
     topo, topo_error = npu_topo() if devices else ({}, "")
     result.update(
         changed=False,
+        euid=os.geteuid(),  # the precheck skips what only root can read when this is not 0 (no become)
         npu_devices=devices,
         npu_health=health,
         npu_error=npu_error,

@@ -22,6 +22,8 @@ from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import
 ANSWER_LIMIT = 300
 STALL_PROBE_SECONDS = 5.0  # how often the stall probes run while the checks are polled (each probe is 1 + n GETs)
 LISTED_LIMIT = 20  # failing checks named one by one in ``msg`` (all of them are in ``failing``)
+PROGRESS_SECONDS = 20.0  # a wait prints a progress line at least this often (an operator sees it move within 30 s)
+PROGRESS_LISTED = 6  # checks named one by one in a progress line (the rest counted)
 
 _TLS_OPTIONS = dict(
     ca_file=dict(type="str", default=""),
@@ -49,6 +51,7 @@ ARGUMENT_SPEC = dict(
     )),
     stall_timeout=dict(type="int", default=0),
     interval=dict(type="float", default=0.5),
+    progress_every=dict(type="float", default=PROGRESS_SECONDS),
     request_timeout=dict(type="float", default=5),
     deadline=dict(type="int", default=0),
     concurrency=dict(type="int", default=16),
@@ -256,7 +259,25 @@ def read_all(reads, request_timeout, concurrency, get=get_answer):
     return out
 
 
-def run_checks(params, get=get_answer, clock=time.monotonic, sleep=time.sleep):
+def _names(checks, indexes):
+    names = [checks[i]["name"] for i in indexes[:PROGRESS_LISTED]]
+    if len(indexes) > PROGRESS_LISTED:
+        names.append("%d more" % (len(indexes) - PROGRESS_LISTED))
+    return ", ".join(names)
+
+
+def progress_line(checks, states, pending, elapsed, deadline):
+    """One plain line of a wait that goes on: how long, what is ready, what is not (with its last answer), time left."""
+    ready = [i for i, state in enumerate(states) if state.held]
+    first = pending[0]
+    line = "waiting %d s: ready %d/%d" % (elapsed, len(ready), len(checks))
+    if ready:
+        line += " (%s)" % _names(checks, ready)
+    line += "; not ready: %s (%s: %s)" % (_names(checks, pending), checks[first]["name"], states[first].answer[:120])
+    return line + "; %d s left" % max(0, deadline - elapsed)
+
+
+def run_checks(params, get=get_answer, clock=time.monotonic, sleep=time.sleep, progress=None):
     """Wait for every check of ``params`` (ARGUMENT_SPEC, validated): the result of the action.
 
     One wait for all checks: each round GETs every check that does not hold yet, concurrently (at most
@@ -264,11 +285,12 @@ def run_checks(params, get=get_answer, clock=time.monotonic, sleep=time.sleep):
     when a check's own ``timeout`` (seconds since the wait began) or the whole wait's ``deadline`` (default: the
     longest check timeout) passes, or when a watched pod stalls (StallWatch, probed concurrently too): then it fails
     once, listing every check that does not hold with its host and last answer (``failing``), and with ``stalled``
-    (the engine instances to restart) when pods stalled."""
-    return _wait(params, get, clock, sleep, None)[0]
+    (the engine instances to restart) when pods stalled. ``progress`` (a function of one line; the action gives
+    Ansible's display) gets progress_line at least every ``progress_every`` seconds while checks do not hold."""
+    return _wait(params, get, clock, sleep, None, progress)[0]
 
 
-def _wait(params, get, clock, sleep, watch):
+def _wait(params, get, clock, sleep, watch, progress=None):
     """run_checks' result and the state of every check (held, polls, seconds, answer)."""
     checks = params["checks"]
     interval, request_timeout = params["interval"], params["request_timeout"]
@@ -281,6 +303,8 @@ def _wait(params, get, clock, sleep, watch):
         started = clock()
         pending = list(range(len(checks)))
         expired = []
+        every = params.get("progress_every") or PROGRESS_SECONDS
+        reported = started
         while pending:
             pending = _poll_round(checks, states, pending, request_timeout, get, poller, started, clock)
             if not pending:
@@ -289,6 +313,9 @@ def _wait(params, get, clock, sleep, watch):
             expired = [i for i in pending if elapsed + interval > min(checks[i]["timeout"], deadline)]
             if expired or watch.poll():
                 break
+            if progress is not None and clock() - reported >= every:
+                reported = clock()
+                progress(progress_line(checks, states, pending, elapsed, deadline))
             sleep(interval)
     result = dict(changed=False, checks=[{"name": c["name"], "seconds": round(s.seconds, 2), "polls": s.polls}
                                          for c, s in zip(checks, states) if s.held])

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_bench
-short_description: Replay a request trace against a deployed PyMotor job and report hit ratio, latency and load
+short_description: Internal - replay a request trace against a deployed PyMotor job and report hit ratio, latency and load
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Without O(reports) - replays a Mooncake-format trace (O(trace)) or the built-in shared-prefix workload through the
     coordinator's OpenAI C(/v1/completions) with streaming, at the trace's arrival times multiplied by O(time_scale),
     with prompts whose 512-token blocks are equal exactly where the trace's C(hash_ids) are (the tokenizer is measured
     through the first prefill engine's C(/tokenize)). Empties the prefill engines' prefix caches first
-    (vLLM's C(POST /reset_prefix_cache), served only with C(VLLM_SERVER_DEV_MODE=1)) when O(cold_start). Reads
+    (vLLM's C(POST /reset_prefix_cache), served only with C(VLLM_SERVER_DEV_MODE=1); its answers are in the
+    report's C(cold_start)) when O(cold_start). Every run's prompts carry a fresh salt, so a run starts cold even
+    where the engines do not serve that route. Reads
     every prefill engine's prefix-cache counters (C(vllm:prefix_cache_queries), C(vllm:prefix_cache_hits)) before,
     during and after, prints a progress line every 10 s and returns the run's report.
   - With O(reports) - writes their comparison to O(dest) (JSON) and a self-contained HTML page beside it (same name,

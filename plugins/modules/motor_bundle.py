@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_bundle
-short_description: Mask the secrets of what every host read and pack it into one support archive on the controller
+short_description: Internal - mask the secrets of what every host read and pack it into one support archive on the controller
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Reads, on the controller, what every host of O(hosts) registered (O(read) names the variables - container logs, the
     rendered configs, npu-smi info, docker info), masks every secret-looking value (API keys, passwords, TLS keys) and
     writes C(<dest>/pymotor-logs-<job_id>-<UTC time>.tar.gz) (mode 0600; a directory per host).

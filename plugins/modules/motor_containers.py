@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_containers
-short_description: Render the config of, start, stop or remove the containers of a PyMotor job on one host in one run
+short_description: Internal - render the config of, start, stop or remove the containers of a PyMotor job on one host in one run
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - First renders the config directories (CONFIGMAP_PATH) given in O(configmap), without talking to the Docker
     engine unless the startup scripts must be copied out of the image (once per image id).
   - Stops the containers of O(stop) group after group, removes the containers listed in O(remove), then makes every container in O(containers) run, group after

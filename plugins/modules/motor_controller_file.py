@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_controller_file
-short_description: Write a file on the Ansible controller when its content or mode differ
+short_description: Internal - write a file on the Ansible controller when its content or mode differ
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Writes O(content) to O(dest) on the controller (where C(ansible-playbook) runs), whatever host the task
     targets, atomically (a temporary file in the same directory, renamed) and only when the content or the mode
     differ; creates the parent directory (mode 0750) when missing.

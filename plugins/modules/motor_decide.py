@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_decide
-short_description: Judge every host's prechecks and decide what a deploy does (the decide phase's entry point)
+short_description: Internal - judge every host's prechecks and decide what a deploy does (the decide phase's entry point)
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Reads, on the controller, what the discovery registered on every PyMotor host (O(discovery)) and each host's own
     values of the O(settings) variables, judges the prechecks of every host (Docker, image, NPUs and their health,
     driver, links, ports, weights, models, disk), and decides what happens to every container of the job and why

@@ -173,6 +173,13 @@ device_nodes:
   returned: always
   type: dict
   sample: {/dev/davinci_manager: true, /dev/devmm_svm: true, /dev/hisi_hdc: true, /dev/infiniband: false}
+euid:
+  description: The effective user id the probe ran as; not 0 means a connection without C(become), and the prechecks
+    that read what only root may (Docker socket, C(npu-smi), C(hccn_tool), the driver) are skipped for one problem
+    that says so.
+  returned: always
+  type: int
+  sample: 0
 local_ports:
   description: The kernel's ephemeral port range (C(net.ipv4.ip_local_port_range)) and its reserved ports
     (C(net.ipv4.ip_local_reserved_ports)).

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_plan_job
-short_description: Plan hosts, NPUs and ports of every PyMotor container from the inventory (the plan phase's entry point)
+short_description: Internal - plan hosts, NPUs and ports of every PyMotor container from the inventory (the plan phase's entry point)
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Reads the inventory on the controller - the hosts of C(motor_engine_hosts) and C(motor_control_hosts) and their
     variables (C(motor_host_ip), C(motor_nic), C(motor_npu_ids), C(motor_reserved_ports), C(motor_hardware_type)) - and
     plans with the logic of the P(pymotor.ascend.motor_plan#filter) filter.

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_report
-short_description: Stop a deploy when too many hosts did not finish their tier steps, or give its summary
+short_description: Internal - stop a deploy when too many hosts did not finish their tier steps, or give its summary
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Reads on the controller what every host with work registered from its last M(pymotor.ascend.motor_containers) run
     of the steps (O(host_run)) and, when that run is missing, failed or unreachable (or the host is in O(down)),
     fails naming the hosts and what needs them if they are more than O(max_fail_percentage) of the hosts or no

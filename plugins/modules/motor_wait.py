@@ -147,6 +147,13 @@ options:
     description: Seconds between two polls of a check.
     type: float
     default: 0.5
+  progress_every:
+    description:
+      - Seconds between two progress lines while checks do not hold - how long it has waited, the checks that are
+        ready and those that are not (with the first one's last answer), and the time left - printed to the console
+        as plain lines, like the benchmark's progress.
+    type: float
+    default: 20
   request_timeout:
     description: Seconds one HTTP request may take.
     type: float

@@ -48,10 +48,16 @@ class EntryPoint(ActionBase):
         return hostvars[host] if host in hostvars else {}
 
     @staticmethod
+    def show_lines(lines):
+        """Print ``lines`` as they are, in one block (motor_show, the problem list)."""
+        if lines:
+            Display().display("\n".join(list(lines) + [""]))
+
+    @staticmethod
     def show_problems(problems, warnings=()):
         """Print the list once (header, every problem once numbered, then the warnings); return its lines."""
         lines = problem_lines(problems)
-        Display().display("\n".join((LIST_HEADER % len(lines), failure_text(lines, warnings), "")))
+        EntryPoint.show_lines([LIST_HEADER % len(lines), failure_text(lines, warnings)])
         return lines
 
     @staticmethod

@@ -136,9 +136,8 @@ def broken_config(cluster):
 
 def said_by_id(broken_config):
     """What a day-2 playbook run with -e motor_job_id says it read the job from (whitespace folded)."""
-    return (f"job {JOB}: read from -e motor_job_id; the configuration is not read, the containers are found on the "
-            f"hosts by their label io.pymotor.job={JOB}; the last plan at {broken_config}/motor_plan.json is of this "
-            f"job")
+    return (f"job {JOB} from -e motor_job_id (the configuration is not read; the containers are found on the hosts by "
+            f"their label io.pymotor.job={JOB}; the last plan at {broken_config}/motor_plan.json is of this job)")
 
 
 def test_status_by_job_id_when_the_config_no_longer_validates(cluster, broken_config):
@@ -148,6 +147,47 @@ def test_status_by_job_id_when_the_config_no_longer_validates(cluster, broken_co
     status = playbook("status.yml", cluster["inventory"], broken_config, "-e", f"motor_job_id={JOB}")
     assert said_by_id(broken_config) in " ".join(status.stdout.split()), status.stdout[-3000:]
     assert re.search(rf"job {JOB}: \d+ container\(s\)", status.stdout) and f"{JOB}-coordinator" in status.stdout
+
+
+def readme_site_commands() -> list[str]:
+    """The README's real-site quick start from the plan on the site to the checks, as written: the plan line of step 2
+    after "# then the same on your site", and every bash block of steps 5 (deploy), 6 (first request), 7 (status,
+    verify). Steps 1 and 4 are the simulated hosts and the stand-in image of the fixture."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    quick = text.split("## Quick start on a real site", 1)[1].split("\n## ", 1)[0]
+    install, later = quick.split("### 5. Deploy", 1)
+    step2 = re.search(r"```bash\n(.*?)```", install.split("### 2. ", 1)[1], re.S).group(1)
+    site = step2.split("# then the same on your site", 1)[1].split("\n", 1)[1]
+    return [site] + re.findall(r"```bash\n(.*?)```", later, re.S)
+
+
+def test_readme_quick_start_runs_as_written(cluster, tmp_path):
+    """The README's site commands with its placeholders replaced by this cluster's (inventory, configuration
+    directory, image tag, coordinator address): the plan, a deploy re-run that changes nothing, the first curl
+    answered through the coordinator, status and verify; each playbook names the job and configuration first."""
+    plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
+    script = "\n".join(readme_site_commands())
+    for placeholder, value in (("inventory.yml", str(cluster["inventory"])), ("/srv/pymotor/my-job", str(cluster["config"])),
+                               ("<tag>", IMAGE), ("http://192.0.2.10:1025", plan["coordinator"]["url"])):
+        assert placeholder in script, placeholder
+        script = script.replace(placeholder, value)
+    assert "<" not in script.replace("<<", ""), script  # every placeholder has a value here
+    (tmp_path / "playbooks").symlink_to(REPO / "playbooks")  # as in a clone; the plan file lands in tmp_path
+    proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=tmp_path, env=support.ansible_env(),
+                          capture_output=True, text=True, timeout=1200, check=False)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-6000:] + proc.stderr[-2000:]
+    runs = out.split("PLAY [Validate the PyMotor configuration]")[1:]
+    assert len(runs) == 4, out[-3000:]  # plan, deploy, status, verify
+    assert all(f"job {JOB} from {cluster['config']}" in re.sub(r"\s+", " ", run) for run in runs), out[-6000:]
+    deploy = runs[1]
+    hosts_recap = [line for line in deploy[deploy.index("PLAY RECAP"):].splitlines()[1:]
+                   if "ok=" in line and not line.startswith("localhost")]  # the controller writes its own plan file
+    assert "all deploy end." in deploy and hosts_recap and recap_changed("\n".join(hosts_recap)) == 0, deploy[-4000:]
+    # curl's answer: the JSON object printed between the deploy's recap and the status run
+    answer, dummy = json.JSONDecoder().raw_decode(deploy[deploy.index('{', deploy.rindex("PLAY RECAP")):])
+    assert answer["choices"][0]["message"]["content"], answer
+    assert "checks passed, 0 failed" in runs[3], runs[3][-4000:]
 
 
 def ctl(cluster):

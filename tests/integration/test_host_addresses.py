@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,7 +26,7 @@ import simctl
 import support
 from support import REPO, recap_changed
 
-PREFIX = "pymotor-nic"
+PREFIX = "pymotor-nic" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts per concurrent run
 IMAGE = "local/pymotor-nic:test"
 JOB = "nic-job"
 NIC = "enp189s0f0"

@@ -16,6 +16,7 @@ import time
 
 import pytest
 import requests
+import yaml
 
 import simctl
 import support
@@ -162,7 +163,7 @@ def test_targets_up_hit_ratio_and_scale_out(cluster):
     targets = wait_all_up(cluster, len(grown))
     assert f"{JOB}-p1" in {t["labels"]["instance"] for t in targets}
     wait_values(cluster, 'motor_kv_conductor_registrations{job="%s"}' % JOB, [2 * ranks])
-    rules = json.loads((mon / "rules" / f"{JOB}.rules.yml").read_text())
+    rules = yaml.safe_load((mon / "rules" / f"{JOB}.rules.yml").read_text())
     assert "< %d" % (2 * ranks) in json.dumps(rules)
     shot = os.environ.get("MOTOR_MONITORING_SCREENSHOT")
     if shot:  # the README picture: Prometheus' graph page of the hit ratio, in headless Chromium

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ import simctl
 import support
 from support import REPO, recap_changed
 
-PREFIX = "pymotor-parity"
+PREFIX = "pymotor-parity" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts per concurrent run
 IMAGE = "local/pymotor-parity:test"
 MODEL_DIR = "/mnt/weight/Qwen3-0.6B"
 FIXTURES = REPO / "tests/unit/fixtures/configs"

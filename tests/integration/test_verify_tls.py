@@ -10,6 +10,7 @@ import datetime
 import functools
 import ipaddress
 import json
+import os
 import subprocess
 import sys
 
@@ -20,7 +21,7 @@ import simctl
 import support
 from support import REPO
 
-PREFIX = "pymotor-tls"
+PREFIX = "pymotor-tls" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts per concurrent run
 IMAGE = "local/pymotor-tls:test"
 JOB = "tls-job"
 

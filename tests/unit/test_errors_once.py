@@ -38,6 +38,17 @@ INVENTORY_PROBLEMS = [
     ("hosts.motor-ctl-01.motor_host_ip", "192.0.2.12 is also the address of host npu-a2-02"),
     ("hosts.motor-ctl-01.motor_nic", "'bad nic!' is not a network interface name"),
 ]
+# a valid inventory of one 800I_A3 engine host
+INVENTORY_A3 = """\
+all:
+  children:
+    motor_engine_hosts:
+      hosts:
+        npu-a3-01: {ansible_host: 192.0.2.21, motor_hardware_type: 800I_A3}
+    motor_control_hosts:
+      hosts:
+        motor-ctl-01: {ansible_host: 192.0.2.20}
+"""
 JOB_ID_PROBLEM = ("motor_deploy_config.job_id", '"Bad_Job" cannot prefix container names')
 HEADER = re.compile(r"^PyMotor: (\d+) problem\(s\) to fix, one a line as 'path: what \(fix\)':$", re.M)
 
@@ -56,6 +67,10 @@ def write_case(tmp_path: Path, job_id: str) -> tuple[Path, Path]:
 
 def run(tmp_path: Path, playbook: str, job_id: str, installed: bool) -> tuple[int, str]:
     config, inventory = write_case(tmp_path, job_id)
+    return run_written(tmp_path, playbook, config, inventory, installed)
+
+
+def run_written(tmp_path: Path, playbook: str, config: Path, inventory: Path, installed: bool = False) -> tuple[int, str]:
     env = ansible_env(tmp_path)
     if installed:  # as an installed collection: no ansible.cfg of ours, the playbook by its FQCN name
         empty = tmp_path / "empty.cfg"
@@ -95,8 +110,31 @@ def test_bad_job_id_and_bad_inventory_in_one_list(tmp_path, playbook, installed)
 
 
 @pytest.mark.parametrize("installed", [False, True], ids=["our_ansible_cfg", "installed_empty_cfg"])
-def test_good_config_bad_inventory_listed_once_by_the_plan(tmp_path, installed):
+def test_good_config_bad_inventory_listed_once_by_the_validation(tmp_path, installed):
+    # validate.yml -i <inventory> judges the hosts by the plan's own rules: plan.yml fails at its validation, which
+    # lists what the plan would (and validate.yml alone refuses the same inventory)
     rc, output = run(tmp_path, "plan", "mindie-motor", installed)
     assert rc != 0, output[-3000:]
-    assert "TASK [pymotor.ascend.motor_plan : Build the deployment plan]" in output
+    assert "Build the deployment plan" not in output
     assert_listed_once(output, INVENTORY_PROBLEMS)
+
+
+def test_validate_with_an_inventory_checks_host_types(tmp_path):
+    config, inventory = write_case(tmp_path, "mindie-motor")  # the seed config: an 800I_A2 job
+    inventory.write_text(INVENTORY_A3, encoding="utf-8")
+    rc, output = run_written(tmp_path, "validate", config, inventory)
+    assert rc != 0, output[-3000:]
+    assert_listed_once(output, [("hosts.npu-a3-01.motor_hardware_type",
+                                 "800I_A3 host in motor_engine_hosts, but the job's hardware_type is 800I_A2")])
+
+
+def test_wrong_hardware_type_is_one_error_not_a_second_about_the_hosts(tmp_path):
+    config, inventory = write_case(tmp_path, "mindie-motor")
+    user = json.loads((config / "user_config.json").read_text(encoding="utf-8"))
+    user["motor_deploy_config"]["hardware_type"] = "800I_A9"
+    (config / "user_config.json").write_text(json.dumps(user), encoding="utf-8")
+    inventory.write_text(INVENTORY_A3, encoding="utf-8")
+    rc, output = run_written(tmp_path, "validate", config, inventory)
+    assert rc != 0, output[-3000:]
+    assert_listed_once(output, [("motor_deploy_config.hardware_type", 'unsupported hardware_type string "800I_A9"')])
+    assert "the job's hardware_type is" not in output

@@ -157,8 +157,10 @@ def inspected_prefill(plan):
     """docker inspect of the running prefill container of ``plan``, started 2h3m before 2026-01-01T02:03:00Z."""
     c = next(c for c in plan["containers"] if c["role"] == "prefill")
     return {"Name": "/" + c["name"], "RestartCount": 0, "Image": "sha256:4f1c",
-            "State": {"Running": True, "Status": "running", "StartedAt": "2026-01-01T00:00:00.000000000Z"},
-            "Config": {"Labels": {"io.pymotor.role": c["role"], CONTAINER_LABEL: c["name"],
+            "State": {"Running": True, "Status": "running", "StartedAt": "2026-01-01T00:00:00.000000000Z",
+                      "Health": {"Status": "healthy"}},
+            "Config": {"Image": "pymotor:latest",
+                       "Labels": {"io.pymotor.role": c["role"], CONTAINER_LABEL: c["name"],
                                   PORTS_LABEL: ",".join(str(p) for p in c["ports"])}},
             "HostConfig": {"Devices": [{"PathOnHost": f"/dev/davinci{n}"} for n in c["npu_ids"]]}}
 

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import ansible_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +42,8 @@ def run(tmp_path, directory, *extra):
     book = tmp_path / "monitoring_test.yml"
     book.write_text(PLAYBOOK.format(plan=REPO / "playbooks" / "plan.yml"), encoding="utf-8")
     cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventories" / "example" / "hosts.yml"), str(book),
-           "-e", f"motor_plan_output={tmp_path / 'plan.json'}", "-e", f"motor_monitoring_dir={directory}", *extra]
+           "-e", f"motor_plan_output={tmp_path / 'plan.json'}", "-e", f"motor_monitoring_dir={directory}",
+           "-e", f"motor_config_dir={REPO / 'examples' / 'seed_pd_separation'}", *extra]
     proc = subprocess.run(cmd, cwd=tmp_path, env=ansible_env(tmp_path), capture_output=True, text=True, timeout=300,
                           check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -61,10 +64,10 @@ def test_monitoring_writes_the_files_idempotently_and_refreshes_only_existing(tm
     targets = json.loads((directory / "targets" / f"{job}.json").read_text(encoding="utf-8"))
     engines = sum(len(c["endpoints"]) for c in plan["containers"] if c["tier"] == 2)
     assert len([t for t in targets if "dp_rank" in t["labels"]]) == engines
-    config = json.loads((directory / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((directory / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
     assert config["rule_files"] == [f"{directory}/rules/{job}.rules.yml"]
     assert run(tmp_path, directory) == 0  # idempotent
     assert run(tmp_path, directory, "-e", "motor_operations_monitoring_refresh=true") == 0  # same plan: unchanged
     assert run(tmp_path, "relative") > 0  # taken from the current directory, named absolute in the config
-    config = json.loads((tmp_path / "relative" / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((tmp_path / "relative" / "prometheus" / f"{job}.yml").read_text(encoding="utf-8"))
     assert config["rule_files"] == [f"{tmp_path}/relative/rules/{job}.rules.yml"]

@@ -15,13 +15,15 @@ from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import ansible_en
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+SEED = REPO / "examples" / "seed_pd_separation"  # the shipped inventory names no configuration: each run passes it
 
 
 def run_plan(tmp_path, *extra):
     output = tmp_path / "out" / "plan.json"
     env = ansible_env(tmp_path)
     cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventories" / "example" / "hosts.yml"),
-           str(REPO / "playbooks" / "plan.yml"), "-e", f"motor_plan_output={output}", *extra]
+           str(REPO / "playbooks" / "plan.yml"), "-e", f"motor_plan_output={output}", "-e", f"motor_config_dir={SEED}",
+           *extra]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     return proc, output
 
@@ -44,6 +46,14 @@ def test_plan_playbook_prints_table_and_writes_json(example_run):
                  "motor-ctl-01  192.0.2.10  mindie-motor-kv-pool       kv_pool       0     -     9003,50088"):
         assert line in out, out
     assert "unreachable=0" in out and "failed=0" in out
+    # plain lines, each whole on its own line: no YAML list quoting or wrapping (motor_show), and the example
+    # configuration warns about nothing
+    lines = out.splitlines()
+    table = lines.index(next(line for line in lines if line.startswith("HOST ")))
+    assert lines[table + 9] == ("job mindie-motor (pd_separation, 800I_A2): 7 containers on 2 hosts; OpenAI API at "
+                                "http://192.0.2.10:1025"), lines[table:table + 10]
+    assert "mode: pd_separation" in lines and "affinity: True" in lines
+    assert "WARNING" not in out and "- '" not in out and "msg:" not in out, out
     # only localhost ran tasks: the example hosts do not exist, and the discover play (motor_plan_discover is
     # false here) skipped them without connecting
     recap = out[out.index("PLAY RECAP"):]

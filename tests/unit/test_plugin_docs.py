@@ -97,3 +97,24 @@ def test_text_output_of_a_companion_filter_is_its_own():
     assert text.splitlines()[0].startswith(f"> FILTER {COLLECTION}.motor_ops_mask_text (")
     assert "motor_ops_mask_text.yml)" in text.splitlines()[0]
     assert "Free text" in text and "Judge the observations" not in text
+
+
+# The plugins a site's own playbooks may use; every other module and filter serves the collection's playbooks and
+# roles, and says so where ansible-doc -l lists it.
+PUBLIC = {"module": {"motor_validate", "motor_host_probe", "motor_job_info", "motor_wait", "motor_show"},
+          "filter": {"motor_config", "motor_plan", "motor_plan_table", "motor_ops_mask", "motor_ops_mask_document",
+                     "motor_ops_mask_text"}}
+
+
+def test_internal_plugins_say_so_in_the_list_and_in_their_documentation(docs):
+    kind, names, listed, shown = docs
+    if kind == "role":
+        return
+    internal = [n for n in names if n not in PUBLIC[kind]]
+    assert internal and set(PUBLIC[kind]) <= set(names)
+    for name in names:
+        fqcn = f"{COLLECTION}.{name}"
+        says = listed[fqcn].startswith("Internal - ")
+        assert says == (name in internal), (fqcn, listed[fqcn])
+        first = shown[fqcn]["doc"]["description"][0]
+        assert ("not a public interface" in first) == (name in internal), (fqcn, first)

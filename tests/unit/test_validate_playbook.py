@@ -60,6 +60,19 @@ def test_good_config_dir():
     assert rc == 0, output
     assert "mode: pd_separation" in output
     assert "affinity: True" in output
+    # the one line every job playbook starts with (they all import validate.yml): the job and where its config is
+    assert f"\njob mindie-motor from {FIXTURES / 'seed_pd_separation'}\n" in output, output
+
+
+def test_shipped_inventories_name_no_configuration():
+    """A mistyped -e motor_config_dir must fail ("no PyMotor configuration given"), not fall back to a demo config
+    deployed under the job id of every upstream example."""
+    files = [p for p in (REPO / "inventories").rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        for key in ("motor_config_dir", "motor_user_config_path", "motor_env_config_path"):
+            assert not any(line.split("#", 1)[0].strip().startswith(key + ":") for line in text.splitlines()), path
 
 
 def test_good_config_paths_with_warnings_and_overrides():
@@ -102,3 +115,19 @@ def test_no_source_given():
     rc, output = run_validate()
     assert rc != 0
     assert "motor_config_dir" in output and "motor_user_config_path" in output
+
+
+def test_playbook_level_variables_are_checked_against_their_argument_spec():
+    """motor_config_dir and the other variables every playbook reads have an argument spec (the motor_plan role's
+    entry point validate), checked before the configuration is read."""
+    rc, output = run_validate({"motor_config_dir": str(FIXTURES / "seed_pd_separation"), "motor_plan_discover": "maybe",
+                               "motor_user_config_overrides": "not a list"})
+    assert rc != 0, output
+    assert "Validating arguments against arg spec 'validate'" in output
+    assert "argument 'motor_plan_discover' is of type str and we were unable to convert to bool" in output
+    assert "motor_user_config_overrides" in output
+    assert "Normalize and validate the configuration" not in output
+    spec = (REPO / "roles" / "motor_plan" / "meta" / "argument_specs.yml").read_text(encoding="utf-8")
+    for name in ("motor_config_dir", "motor_user_config_path", "motor_env_config_path", "motor_user_config_overrides",
+                 "motor_show_normalized", "motor_plan_output", "motor_plan_discover", "motor_image"):
+        assert f"      {name}:\n" in spec.split("\n  main:\n")[0], name

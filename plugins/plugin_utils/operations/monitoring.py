@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import json
 
+import yaml
+
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import WATCHER_ROLE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import tls_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import url_host
@@ -239,6 +241,13 @@ def dashboard(plan: dict, settings: dict | None = None) -> dict:
             "panels": panels}
 
 
+def readable_yaml(data) -> str:
+    """Block-style YAML in the order the document was built (Prometheus' own order of keys), no line wrapped (a PromQL
+    expression stays on one line); plain Python types first (the plan's strings may be Ansible's tagged ones)."""
+    plain = json.loads(json.dumps(data))
+    return "---\n" + yaml.safe_dump(plain, default_flow_style=False, sort_keys=False, width=100000, allow_unicode=True)
+
+
 def monitoring_files(plan: dict, directory: str, settings: dict | None = None) -> list:
     """Every file of the job under ``directory``: ``[{"path", "text"}]`` (targets, rules, config, dashboard)."""
     job = plan.get("job_id") or ""
@@ -246,8 +255,8 @@ def monitoring_files(plan: dict, directory: str, settings: dict | None = None) -
 
     def dump(data):
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
-    # the rule and config files are YAML; JSON is YAML, and Prometheus reads both
+    # the rule and config files are YAML people read and edit, in Prometheus' own layout
     return [{"path": "%s/targets/%s.json" % (root, job), "text": dump(metrics_targets(plan))},
-            {"path": "%s/rules/%s.rules.yml" % (root, job), "text": dump(alert_rules(plan, settings))},
-            {"path": "%s/prometheus/%s.yml" % (root, job), "text": dump(prometheus_config(plan, root, settings))},
+            {"path": "%s/rules/%s.rules.yml" % (root, job), "text": readable_yaml(alert_rules(plan, settings))},
+            {"path": "%s/prometheus/%s.yml" % (root, job), "text": readable_yaml(prometheus_config(plan, root, settings))},
             {"path": "%s/dashboards/%s.json" % (root, job), "text": dump(dashboard(plan, settings))}]

@@ -83,12 +83,29 @@ def container_row(host: str, info: dict, now=None) -> dict:
         "ports": labels.get(PORTS_LABEL, ""),
         "npus": npus_of((info.get("HostConfig") or {}).get("Devices")),
         "image": str(info.get("Image", "")),
+        # what runs: the image as the container was created from it, and its id (during a roll the same tag may
+        # name two images)
+        "image_name": image_shown(info),
+        "health": str((state.get("Health") or {}).get("Status") or "-"),  # Docker's healthcheck; '-': none
         "ip": env.get("POD_IP", ""),  # host networking: the host's address the plan gave the container
     }
 
 
 STATUS_COLUMNS = [("host", "HOST"), ("role", "ROLE"), ("container", "CONTAINER"), ("state", "STATE"),
-                  ("uptime", "UPTIME"), ("restarts", "RESTARTS"), ("ports", "PORTS"), ("npus", "NPUS")]
+                  ("health", "HEALTH"), ("uptime", "UPTIME"), ("restarts", "RESTARTS"), ("image_name", "IMAGE"),
+                  ("ports", "PORTS"), ("npus", "NPUS")]
+
+
+def image_shown(info: dict) -> str:
+    """``name:tag (short id)`` of a container's image, from its inspection."""
+    name = str(((info or {}).get("Config") or {}).get("Image") or "")
+    image_id = str((info or {}).get("Image") or "")
+    short = image_id.split(":", 1)[-1][:12]
+    if name.startswith("sha256:"):  # created from an id: the id says it all
+        name = ""
+    if name and short:
+        return "%s (%s)" % (name, short)
+    return name or short or "-"
 
 
 def status_rows(per_host: dict, now=None) -> list:

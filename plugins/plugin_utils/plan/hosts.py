@@ -169,7 +169,7 @@ class Host:
         return None
 
 
-def parse_hosts(hosts, hw_default, problems, warnings):
+def parse_hosts(hosts, hw_default, problems, warnings, job_type_known=True):
     if not isinstance(hosts, dict) or not hosts:
         problems.append(Problem("hosts", "must be a non-empty mapping of inventory hostname to host variables",
                                 f"put hosts in the {ENGINE_GROUP} and {CONTROL_GROUP} groups"))
@@ -274,7 +274,9 @@ def parse_hosts(hosts, hw_default, problems, warnings):
         for name, meant in misspelt_host_vars(hvars.get("motor_var_names")):
             problems.append(Problem(f"{path}.{name}", "is not a host variable of the plan, so it would be ignored",
                                     f"did you mean {meant}? (the plan reads {', '.join(HOST_VARS)})"))
-        if host.engine and hw != hw_default:  # issue 36: refused, where it was a warning and the host stayed idle
+        # job_type_known false: the configuration gives no valid type, its own error says so (hw_default is only a
+        # stand-in then, naming it would be a second, false error)
+        if job_type_known and host.engine and hw != hw_default:  # issue 36: refused, where it was a warning and the host stayed idle
             problems.append(Problem(f"{path}.motor_hardware_type",
                                     f"{hw} host in motor_engine_hosts, but the job's hardware_type is {hw_default}",
                                     "correct motor_hardware_type of the host or motor_deploy_config.hardware_type, or "

@@ -19,7 +19,8 @@ def inventory_problems(views: dict, hardware_type, discovery: bool = False) -> l
     the inventory does not set comes from the host itself, read after validation: its absence is no problem yet."""
     problems = []
     if views:
-        parse_hosts(views, hardware_type if hardware_type in HARDWARE_NPUS else _WIDEST, problems, [])
+        known = hardware_type in HARDWARE_NPUS
+        parse_hosts(views, hardware_type if known else _WIDEST, problems, [], job_type_known=known)
     if discovery:
         unset = {f"hosts.{name}.motor_host_ip" for name, view in views.items() if view.get("motor_host_ip") in (None, "")}
         problems = [p for p in problems if p.path not in unset]

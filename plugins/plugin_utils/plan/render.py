@@ -68,6 +68,11 @@ PLAN_COLUMNS = [("host", "HOST"), ("ip", "IP"), ("name", "CONTAINER"), ("role", 
                 ("npus", "NPUS"), ("ports", "PORTS")]
 
 
+def counted(number: int, noun: str) -> str:
+    """'1 host', '2 hosts'."""
+    return "%d %s%s" % (number, noun, "" if number == 1 else "s")
+
+
 def plan_table(plan: dict) -> str:
     """The plan as a fixed-width text table: host, ip, container, role, NPUs, ports (one row per container)."""
     order = {name: i for i, name in enumerate(plan.get("hosts") or {})}
@@ -78,8 +83,9 @@ def plan_table(plan: dict) -> str:
             for c in containers]
     lines = render_table(rows, PLAN_COLUMNS).splitlines()
     coord = plan.get("coordinator") or {}
+    hosts = len({c["host"] for c in containers})
     summary = [f"job {plan.get('job_id')} ({plan.get('mode')}, {plan.get('hardware_type')}): "
-               f"{len(containers)} containers on {len({c['host'] for c in containers})} hosts; "
+               f"{counted(len(containers), 'container')} on {counted(hosts, 'host')}; "
                f"OpenAI API at {coord.get('url', '?')}"]
     for warning in plan.get("warnings") or []:
         summary.append(f"WARNING: {warning}")

@@ -150,27 +150,56 @@ def _port_set(text: str) -> set:
     return out
 
 
+def port_ranges_text(ports) -> str:
+    """Ports as the kernel writes ip_local_reserved_ports: sorted, runs merged into lo-hi, comma-separated."""
+    runs = []
+    for port in sorted(set(ports)):
+        if runs and port == runs[-1][1] + 1:
+            runs[-1][1] = port
+        else:
+            runs.append([port, port])
+    return ",".join(str(lo) if lo == hi else "%s-%s" % (lo, hi) for lo, hi in runs)
+
+
+RESERVED_PORTS_KEY = "net.ipv4.ip_local_reserved_ports"
+
+
+def reserve_ports_command(ports, reserved_text) -> str:
+    """The one command that reserves ``ports`` and keeps what is reserved already: ``sysctl -w`` replaces the whole
+    list, so the new value is the union. ``reserved_text`` None (the host's list was not read): a command that reads
+    it first and appends."""
+    if reserved_text is None:
+        return ('current=$(sysctl -n %s); sysctl -w %s="${current:+$current,}%s"'
+                % (RESERVED_PORTS_KEY, RESERVED_PORTS_KEY, port_ranges_text(ports)))
+    return "sysctl -w %s=%s" % (RESERVED_PORTS_KEY, port_ranges_text(_port_set(reserved_text) | set(ports)))
+
+
 def hccl_port_findings(containers: list, probe: dict) -> list:
-    """Warnings: an HCCL range (port_map.hccl) inside the kernel's ephemeral range and not reserved there - an
-    outgoing connection may hold one of its ports when HCCL binds (CANN's HCCL_IF_BASE_PORT notes: reserve them)."""
+    """At most one warning per host: the HCCL ranges (port_map.hccl) inside the kernel's ephemeral range and not
+    reserved there - an outgoing connection may hold one of their ports when HCCL binds (CANN's HCCL_IF_BASE_PORT
+    notes: reserve them). The fix is one sysctl line for every range of the host, keeping what is reserved already."""
     local = probe.get("local_ports")
     bounds = (local or {}).get("range") if isinstance(local, dict) else None
     if not bounds or len(bounds) != 2 or not all(str(b).isdigit() for b in bounds):
         return []
     lo, hi = int(bounds[0]), int(bounds[1])
-    reserved = _port_set(local.get("reserved"))
-    out = []
+    reserved_text = local.get("reserved")
+    reserved = _port_set(reserved_text)
+    needed, named = set(), []
     for cont in containers:
         base = (cont.get("port_map") or {}).get("hccl")
         if base is None:
             continue
         hccl = [p for p in range(base, base + HCCL_PORT_RANGE) if lo <= p <= hi and p not in reserved]
         if hccl:
-            out.append(("HCCL ports of %s" % cont["name"],
-                        "%s-%s lie in the ephemeral port range %s-%s and are not reserved" % (min(hccl), max(hccl), lo, hi),
-                        "reserve them: sysctl -w net.ipv4.ip_local_reserved_ports=%s-%s (and in /etc/sysctl.conf)"
-                        % (min(hccl), max(hccl))))
-    return out
+            needed.update(hccl)
+            named.append("%s-%s (%s)" % (min(hccl), max(hccl), cont["name"]))
+    if not needed:
+        return []
+    command = reserve_ports_command(needed, None if reserved_text is None else str(reserved_text).strip())
+    return [("HCCL ports", "%s lie in the ephemeral port range %s-%s and are not reserved" % (", ".join(named), lo, hi),
+             "reserve them, keeping what is reserved already: %s (and the same value in /etc/sysctl.d/ to keep it "
+             "after a reboot)" % command)]
 
 
 def job_network_findings(plan: dict, probes: dict, check_links) -> dict:

@@ -136,9 +136,17 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         (out if into is None else into).append(str(Problem("%s: %s" % (host, check), what, "fix: " + fix)))
 
     read = "npu_devices" in probe
+    rootless = not_root(probe)
     if not read:
         problem("host", "not read before planning", "run playbooks/deploy.yml, or playbooks/plan.yml with "
                 "-e motor_plan_discover=true, which read every host first")
+    elif rootless:
+        # one problem instead of its follow-ons: the Docker socket, npu-smi, hccn_tool and the driver's files need
+        # root, so what they would say as another user is no finding (the checks that need root are skipped)
+        problem("privileges", "connected as uid %s without become: the deploy needs root on the host (Docker socket, "
+                "npu-smi, hccn_tool, the driver, the config and log directories)" % probe.get("euid"),
+                "set become: true (ansible_become: true for the host or group in the inventory, or run "
+                "ansible-playbook with --become), with a user that may sudo to root")
     elif not probe.get("can_talk_to_docker"):
         problem("docker", "the Docker engine does not answer (%s)" % str(probe.get("msg") or "").strip(),
                 "start dockerd and make sure the connecting user can reach /var/run/docker.sock")
@@ -165,21 +173,22 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
                     "set motor_config_root to where the plan puts the config directories, and re-plan")
     npus = planned_npus(containers)
     noted = []
-    if read and npus:
+    if read and npus and not rootless:
         found, notes = health_findings(npus, probe)
         found += device_findings(containers, probe)
         more, later = version_findings(probe, settings, (((probe.get("images") or [{}])[0]) or {}).get("Labels"))
         for check, what, fix in found + more:
             problem(check, what, fix)
         noted = notes + later + hccl_port_findings(containers, probe)
-    paths = probe.get("paths") or {}
-    if any(c.get("mounts_profile") == "engine" for c in containers):
+    # paths under root-only directories read as missing to another user: judged only as root
+    paths = {} if rootless else probe.get("paths") or {}
+    if not rootless and any(c.get("mounts_profile") == "engine" for c in containers):
         if not paths.get(settings["driver_dir"]):
             problem("driver", "%s is missing" % settings["driver_dir"], "install the Ascend NPU driver")
         if not paths.get(settings["hccn_tool"]):
             problem("hccn_tool", "%s is missing" % settings["hccn_tool"],
                     "install the Ascend driver tools or set motor_service_hccn_tool")
-    if read and npus and truthy(settings["check_links"]):
+    if read and npus and not rootless and truthy(settings["check_links"]):
         for check, what, fix in network_findings(npus, probe):
             problem(check, what, fix)
     holders = {p: c["name"] for c in reversed(containers) for p in c.get("ports") or []}  # port -> its first planner
@@ -205,7 +214,7 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
     if any(c.get("needs_weights") for c in containers) and not paths.get(weights, True):
         problem("weights", "%s (motor_deploy_config.weight_mount_path) is missing" % weights,
                 "mount or copy the model weights there")
-    if "models" in probe:
+    if "models" in probe and not rootless:
         for model in model_dirs(containers):
             state = (probe.get("models") or {}).get(model, "not read")
             if state != "ok":
@@ -220,6 +229,13 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         for check, what, fix in noted:
             problem(check, what, fix, into=warnings)
     return out
+
+
+def not_root(probe: dict) -> bool:
+    """The probe ran as another user than root (a connection without become); an older probe that does not say:
+    False (judged as before)."""
+    euid = (probe or {}).get("euid")
+    return euid is not None and str(euid) != "0"
 
 
 def judge_hosts(plan: dict, hosts: list, probes: dict, defaults: dict, overrides: dict) -> dict:
@@ -240,7 +256,8 @@ def judge_hosts(plan: dict, hosts: list, probes: dict, defaults: dict, overrides
         mounts = mounts_present(probe, settings["engine_mounts"])
         problems = host_problems(host, own, probe, settings, plan, result["warnings"])
         problems += [str(Problem("%s: %s" % (host, check), what, "fix: " + fix))
-                     for check, what, fix in job_network.get(host, []) if truthy(settings["check_links"])]
+                     for check, what, fix in job_network.get(host, [])
+                     if truthy(settings["check_links"]) and not not_root(probe)]
         # engine cpusets from the NPUs' CPU affinity (motor_service_engine_cpu_affinity=npu; cpu_affinity.py): they
         # reach the container specs and the config hash through the host's settings
         cpusets, unplaced = engine_cpusets(own, probe, settings["engine_cpu_affinity"])

@@ -404,3 +404,35 @@ def test_reads_get_every_target_once_concurrently_in_verifys_shape(fleet):
     assert fleet["state"]["most"] == 3
     with pytest.raises(ValueError, match="reads.engines.x: a target needs a url"):
         mw.read_all({"engines": {"x": {"tls": None}}}, 1, 3)
+
+
+def test_a_wait_on_engines_that_load_for_90_s_prints_progress_at_least_every_30_s():
+    """The readiness wait of a deploy: the control plane answers at once, the engines only after 90 s of model load.
+    The wait prints a plain progress line at least every 30 s: how long, what is ready, what is not, time left."""
+    clock = Clock()
+
+    def loading(now):
+        return (200, {"status": "normal"}, "{}") if now >= 90 else (-1, None, "connection refused")
+    get, dummy = answering({"http://ctl/readiness": lambda now: (200, {"ready": True}, "{}"),
+                            "http://h1:1026/status": loading, "http://h2:1026/status": loading}, clock)
+    checks = [{"name": "controller", "url": "http://ctl/readiness", "until": "ready", "timeout": 1800},
+              {"name": "p0 engine", "url": "http://h1:1026/status", "until": "status_ok", "timeout": 1800},
+              {"name": "d0 engine", "url": "http://h2:1026/status", "until": "status_ok", "timeout": 1800}]
+    lines, said = [], []
+
+    def progress(line):
+        lines.append(line)
+        said.append(clock())
+    params = {"interval": 0.5, "request_timeout": 5, "checks": checks}
+    result = mw.run_checks(params, get=get, clock=clock, sleep=clock.sleep, progress=progress)
+    assert not result.get("failed") and len(result["checks"]) == 3
+    assert len(lines) >= 3
+    gaps = [b - a for a, b in zip([0.0] + said, said + [clock()])]
+    assert max(gaps) <= 30, gaps
+    assert lines[0] == ("waiting 20 s: ready 1/3 (controller); not ready: p0 engine, d0 engine (p0 engine: no answer "
+                        "(connection refused)); 1780 s left")
+    assert all("\n" not in line for line in lines)
+    # no line for a wait that is over before the first one is due
+    lines.clear()
+    mw.run_checks(dict(params, checks=checks[:1]), get=get, clock=clock, sleep=clock.sleep, progress=progress)
+    assert lines == []

@@ -217,3 +217,16 @@ def test_replay_against_a_fake_job_reads_hits_from_the_engines(affinity):
         assert r["hit_ratio"] >= 0.6 * r["ideal_hit_ratio"]
     else:
         assert r["hit_ratio"] < r["ideal_hit_ratio"]
+
+
+def test_every_run_has_a_fresh_salt_so_an_engine_without_reset_prefix_cache_cannot_warm_it():
+    """vLLM serves /reset_prefix_cache only in dev mode (the stand-in too: 404 otherwise): a second run with the same
+    label still shares no block with the first, so the benchmark has nothing to warn about."""
+    from ansible_collections.pymotor.ascend.plugins.action.motor_bench import run_salt
+
+    cal = workload.calibrate(byte_count)
+    request = {"input_length": 1024, "hash_ids": [3, 4]}
+    first, second = run_salt("scheduler_type=kv_affinity"), run_salt("scheduler_type=kv_affinity")
+    assert first != second and first.startswith("scheduler_type=kv_affinity/")
+    assert workload.prompt_text(request, cal, first)[:512] != workload.prompt_text(request, cal, second)[:512]
+    assert run_salt("x", "n1") == "x/n1"

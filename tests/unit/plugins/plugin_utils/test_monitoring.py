@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.monitoring import (
     REGISTRATIONS_METRIC,
     alert_rules,
@@ -93,7 +94,7 @@ def test_https_when_mgmt_tls_is_on():
         "mgmt_tls_config": {"enable_tls": True, "ca_file": "/ca.pem", "cert_file": "/c.pem", "key_file": "/k.pem"}}
     engine = [g for g in metrics_targets(plan) if g["labels"]["role"] == "prefill"][0]
     assert engine["labels"]["__scheme__"] == "https"
-    files = {Path(f["path"]).parent.name: json.loads(f["text"]) for f in monitoring_files(plan, "/srv/mon")}
+    files = {Path(f["path"]).parent.name: yaml.safe_load(f["text"]) for f in monitoring_files(plan, "/srv/mon")}
     tls = files["prometheus"]["scrape_configs"][0]["tls_config"]
     assert tls == {"ca_file": "/ca.pem", "cert_file": "/c.pem", "key_file": "/k.pem"}
 
@@ -244,3 +245,16 @@ def test_promtool_test_rules_catches_a_wrong_expectation(tmp_path, promtool_bin)
     test_file.write_text(json.dumps({"rule_files": [str(tmp_path / "rules" / "job.rules.yml")],
                                      "evaluation_interval": "1m", "tests": [wrong]}), encoding="utf-8")
     assert promtool("test", "rules", str(test_file)).returncode != 0
+
+
+def test_rules_and_prometheus_config_are_block_yaml_people_read():
+    files = {Path(f["path"]).parent.name: f["text"] for f in monitoring_files(affinity_plan(), "/srv/mon")}
+    for name in ("rules", "prometheus"):
+        text = files[name]
+        assert text.startswith("---\n") and "{" not in text.splitlines()[1], text[:200]  # block style, not JSON
+        assert yaml.safe_load(text)
+    rules = files["rules"]
+    assert "groups:\n- name: " in rules and "\n  rules:\n  - " in rules and "\n  - alert: " in rules, rules[:300]
+    # no value wrapped onto a line of its own: every line is a key (or list item) with its whole value
+    assert all(re.match(r"^ *(- )?[A-Za-z_]+:( |$)", line) for line in rules.splitlines()[1:]), rules
+    assert "scrape_configs:\n- job_name: " in files["prometheus"], files["prometheus"][:300]

@@ -165,9 +165,11 @@ def test_http_results_keys():
 
 
 def test_status_rows_and_table():
-    info = {"Name": "/j-p0-0", "RestartCount": 2, "Image": "sha256:a",
-            "State": {"Running": True, "Status": "running", "StartedAt": "2026-01-01T00:00:00.123456789Z"},
-            "Config": {"Labels": {"io.pymotor.role": "prefill", "io.pymotor.container": "j-p0-0",
+    info = {"Name": "/j-p0-0", "RestartCount": 2, "Image": "sha256:0123456789abcdef0123",
+            "State": {"Running": True, "Status": "running", "StartedAt": "2026-01-01T00:00:00.123456789Z",
+                      "Health": {"Status": "healthy"}},
+            "Config": {"Image": "site/pymotor:2",
+                       "Labels": {"io.pymotor.role": "prefill", "io.pymotor.container": "j-p0-0",
                                   "io.pymotor.ports": "3026,5557"}},
             "HostConfig": {"Devices": [{"PathOnHost": "/dev/davinci1"}, {"PathOnHost": "/dev/davinci0"},
                                        {"PathOnHost": "/dev/davinci_manager"}]}}
@@ -178,7 +180,12 @@ def test_status_rows_and_table():
     assert rows[1]["uptime"] == "1h2m" and rows[1]["npus"] == "0,1" and rows[1]["restarts"] == 2
     assert rows[0]["state"] == "exited" and rows[0]["uptime"] == ""
     table = status_table(rows)
-    assert table.splitlines()[0].split() == ["HOST", "ROLE", "CONTAINER", "STATE", "UPTIME", "RESTARTS", "PORTS", "NPUS"]
+    assert table.splitlines()[0].split() == ["HOST", "ROLE", "CONTAINER", "STATE", "HEALTH", "UPTIME", "RESTARTS",
+                                             "IMAGE", "PORTS", "NPUS"]
+    # which image each container runs (name and id: during a roll one tag may name two images) and its health
+    assert table.splitlines()[3].split()[:9] == ["h1", "prefill", "j-p0-0", "running", "healthy", "1h2m", "2",
+                                                 "site/pymotor:2", "(0123456789ab)"]
+    assert rows[0]["health"] == "-" and rows[0]["image_name"] == "-"
     assert status_table([]) == "no container of this job on the hosts"
 
 

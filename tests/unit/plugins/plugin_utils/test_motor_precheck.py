@@ -291,3 +291,24 @@ def test_boot_time_certificates_need_the_ca_and_script_directories_on_every_host
     assert judge(cert_plan, probes_of(cert_plan, h1=present, ctl=present))["problems"] == []
     plain = build_plan(normalize(user, json.loads((SEED / "env.json").read_text())), HOSTS)
     assert judge(plain, probes_of(plain, ctl=without))["problems"] == []  # no ENABLE_GEN_CERT: not asked for
+
+
+def _as_a_user_without_become(probe):
+    """What motor_host_probe reads when the connection is not root: the Docker socket refused, npu-smi and hccn_tool
+    fail, the driver's directories unreadable (their paths look missing)."""
+    probe.update(euid=1000, can_talk_to_docker=False, msg="permission denied on /var/run/docker.sock", host_info={},
+                 images=[], npu_health={}, npu_error="npu-smi info -m failed: permission denied", links={},
+                 npu_network={}, paths={p: False for p in probe["paths"]},
+                 models={m: "missing" for m in probe["models"]})
+
+
+def test_a_connection_without_become_is_one_problem_that_names_become(plan):
+    result = judge(plan, probes_of(plan, h1=_as_a_user_without_become, ctl=_as_a_user_without_become))
+    assert [p.split(":")[:2] for p in result["problems"]] == [["h1", " privileges"], ["ctl", " privileges"]]
+    assert all("set become: true" in p and "ansible_become: true" in p for p in result["problems"])
+    assert not any("hccn_tool" in w or "not read" in w for w in result["warnings"])
+    # the same host read as root: the checks run, and each of those failures is its own problem
+    as_root = judge(plan, probes_of(plan, h1=lambda p: (_as_a_user_without_become(p), p.update(euid=0))))
+    assert len([p for p in as_root["problems"] if p.startswith("h1: ")]) > 10
+    assert any(p.startswith("h1: NPU 0 address: hccn_tool -i 0 -ip -g has no device IP (not read)")
+               for p in as_root["problems"])

@@ -13,7 +13,11 @@ import pytest
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_host_probe import parse_ip, parse_tls, parse_version_info
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_checks import job_network_findings, version_key
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_checks import (
+    hccl_port_findings,
+    job_network_findings,
+    version_key,
+)
 
 from .test_motor_precheck import HOSTS, SEED, judge, probes_of
 
@@ -128,7 +132,30 @@ def test_hccl_ranges_in_the_ephemeral_range_not_reserved_are_a_warning(plan):
     assert result["problems"] == []
     hccl = sorted(c["port_map"]["hccl"] for c in engines)
     assert hccl == [60000, 60032]  # the first range is reserved, the second is not
+    second = next(c['name'] for c in engines if c['port_map']['hccl'] == 60032)
     assert result["warnings"] == [
-        f"h1: HCCL ports of {next(c['name'] for c in engines if c['port_map']['hccl'] == 60032)}: 60032-60063 lie in "
-        "the ephemeral port range 32768-60999 and are not reserved (fix: reserve them: sysctl -w "
-        "net.ipv4.ip_local_reserved_ports=60032-60063 (and in /etc/sysctl.conf))"]
+        f"h1: HCCL ports: 60032-60063 ({second}) lie in the ephemeral port range 32768-60999 and are not reserved "
+        "(fix: reserve them, keeping what is reserved already: sysctl -w net.ipv4.ip_local_reserved_ports=60000-60063 "
+        "(and the same value in /etc/sysctl.d/ to keep it after a reboot))"]
+
+
+def test_hccl_hint_is_one_sysctl_per_host_merging_ranges_and_keeping_the_reserved_list():
+    containers = [{"name": "p0", "port_map": {"hccl": 40000}}, {"name": "p1", "port_map": {"hccl": 40032}},
+                  {"name": "d0", "port_map": {"hccl": 50000}}, {"name": "ctl", "port_map": {}}]
+    probe = {"local_ports": {"range": ["32768", "60999"], "reserved": "8080,50010-50020"}}
+    found = hccl_port_findings(containers, probe)
+    assert len(found) == 1  # one finding, one command, for every range of the host
+    check, what, fix = found[0]
+    assert what == ("40000-40031 (p0), 40032-40063 (p1), 50000-50031 (d0) lie in the ephemeral port range "
+                    "32768-60999 and are not reserved")
+    # sysctl -w replaces the list: the one value keeps 8080 and the already reserved 50010-50020
+    assert "sysctl -w net.ipv4.ip_local_reserved_ports=8080,40000-40063,50000-50031 " in fix
+    assert fix.count("sysctl -w") == 1
+    # the host's list not read: a command that reads it first and appends to it
+    del probe["local_ports"]["reserved"]
+    fix = hccl_port_findings(containers, probe)[0][2]
+    assert ('current=$(sysctl -n net.ipv4.ip_local_reserved_ports); sysctl -w net.ipv4.ip_local_reserved_ports='
+            '"${current:+$current,}40000-40063,50000-50031"') in fix
+    # everything reserved: nothing to say
+    probe["local_ports"]["reserved"] = "40000-40063,50000-50031"
+    assert hccl_port_findings(containers, probe) == []
