@@ -51,7 +51,8 @@ class ActionModule(EntryPoint):
     """pymotor.ascend.motor_validate (documentation in plugins/modules/motor_validate.py)."""
 
     ARGUMENT_SPEC = {"config_dir": {"type": "path"}, "user_config_path": {"type": "path"},
-                     "env_config_path": {"type": "path"}, "overrides": {"type": "raw", "default": []}}
+                     "env_config_path": {"type": "path"}, "overrides": {"type": "raw", "default": []},
+                     "unknown_keys": {"type": "str", "default": "warn", "choices": ["warn", "error"]}}
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def phase(self, args, task_vars):
@@ -60,7 +61,7 @@ class ActionModule(EntryPoint):
             user_path, env_path = config_paths(args["config_dir"], args["user_config_path"], args["env_config_path"])
             user_config = load_json_text(read_text(user_path), "user_config.json")
             env_config = load_json_text(read_text(env_path), "env.json")
-            config = normalize(user_config, env_config, args["overrides"])
+            config = normalize(user_config, env_config, args["overrides"], args["unknown_keys"])
         except MotorConfigError as err:
             # the inventory's own problems in the same list (the plan, which checks them otherwise, will not run)
             problems = self.inventory_problems(task_vars, deploy_value(user_config, "hardware_type"))

@@ -19,7 +19,7 @@ description:
     capability (C(handoff) or C(trigger)) and builds the per-role environment.
   - "Every problem is reported at once, one per line, formatted as C(<json.path>: <what is wrong>) followed by a hint in parentheses."
   - The domain logic lives in C(plugins/plugin_utils/config/); see C(docs/design.md) for the full contract.
-positional: _input, env_config, overrides
+positional: _input, env_config, overrides, unknown_keys
 options:
   _input:
     description:
@@ -38,6 +38,13 @@ options:
       - Problems in values that came from override N say C(set by override N).
     type: list
     elements: dict
+  unknown_keys:
+    description:
+      - A key far from every key the built-in lists know (named with their upstream commit) is a warning (V(warn)) or
+        an error (V(error)); a key close to a known one is always an error with a did-you-mean.
+    type: str
+    choices: [warn, error]
+    default: warn
 """
 
 EXAMPLES = r"""
@@ -107,12 +114,12 @@ def _parse(value, name):
     return value
 
 
-def motor_config(user_config, env_config=None, overrides=None):
+def motor_config(user_config, env_config=None, overrides=None, unknown_keys="warn"):
     """Validate and normalize a PyMotor configuration; raise AnsibleFilterError listing every problem."""
     try:
         parsed_user = _parse(user_config, "user_config.json")
         parsed_env = _parse(env_config, "env.json")
-        return normalize(parsed_user, parsed_env, overrides)
+        return normalize(parsed_user, parsed_env, overrides, unknown_keys)
     except MotorConfigError as err:
         raise AnsibleFilterError(str(err)) from err
 

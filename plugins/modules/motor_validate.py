@@ -37,6 +37,14 @@ options:
     type: list
     elements: dict
     default: []
+  unknown_keys:
+    description:
+      - What a key far from every key the built-in lists know is (a key close to a known one is always an error with
+        a did-you-mean); the lists and the upstream commits they were read from are in docs/strict-input.md.
+      - V(warn) warns (a newer PyMotor or the image's vLLM may read it), V(error) refuses it.
+    type: str
+    choices: [warn, error]
+    default: warn
 """
 
 EXAMPLES = r"""
@@ -62,7 +70,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main():
     module = AnsibleModule(argument_spec=dict(config_dir=dict(type="path"), user_config_path=dict(type="path"), env_config_path=dict(
-        type="path"), overrides=dict(type="list", elements="dict", default=[])), supports_check_mode=True)
+        type="path"), overrides=dict(type="list", elements="dict", default=[]),
+        unknown_keys=dict(type="str", default="warn", choices=["warn", "error"])), supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_validate runs as an action plugin on the controller")
 
 

@@ -1,5 +1,6 @@
 """Day-2 verbs on a small simulated cluster: one A2 engine host (1 P x 4 NPUs + 1 D x 4 NPUs) and a control host,
-deployed with playbooks/deploy.yml, then verify, status, stop, destroy and collect_logs (prefix pymotor-ops)."""
+deployed with playbooks/deploy.yml, then verify, status, stop, destroy and collect_logs (prefix pymotor-ops); status,
+stop, collect_logs and destroy also by job id with a config dir that no longer validates."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import requests
 
 import simctl
 import support
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from support import REPO, deployed_containers, recap_changed
 
 PREFIX = "pymotor-ops" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts, e.g. "-strict"
@@ -113,6 +116,37 @@ def test_status_lists_every_container(cluster):
         "controller", "coordinator", "kv-conductor", "kv-watcher", "kv-pool", "p0-0", "d0-0")} < names
     assert all(r["state"] == "running" for r in rows)
     assert {r["npus"] for r in rows if r["role"] in ("prefill", "decode")} == {"0,1,2,3", "4,5,6,7"}
+
+
+@pytest.fixture(scope="module")
+def broken_config(cluster):
+    """The job's config dir after an edit that fails validation (a misspelt key), with the last plan kept beside it."""
+    broken = cluster["tmp"] / "broken-config"
+    broken.mkdir(exist_ok=True)
+    user = json.loads((cluster["config"] / "user_config.json").read_text())
+    user["motor_coordinator_config"].setdefault("scheduler_config", {})["schedular_type"] = "kv_cache_affinity"
+    env = json.loads((cluster["config"] / "env.json").read_text())
+    with pytest.raises(MotorConfigError, match="did you mean 'scheduler_type'"):
+        normalize(user, env)
+    (broken / "user_config.json").write_text(json.dumps(user, indent=2))
+    (broken / "env.json").write_text(json.dumps(env))
+    (broken / "motor_plan.json").write_text((cluster["config"] / "motor_plan.json").read_text())
+    return broken
+
+
+def said_by_id(broken_config):
+    """What a day-2 playbook run with -e motor_job_id says it read the job from (whitespace folded)."""
+    return (f"job {JOB} from -e motor_job_id (the configuration is not read; the containers are found on the hosts by "
+            f"their label io.pymotor.job={JOB}; the last plan at {broken_config}/motor_plan.json is of this job)")
+
+
+def test_status_by_job_id_when_the_config_no_longer_validates(cluster, broken_config):
+    """status with -e motor_job_id and a config dir that fails validation: it does not read it, says what it read the
+    job from and lists the job's containers, found by their label on the hosts. (collect_logs, stop and destroy run
+    by job id on that config dir below.)"""
+    status = playbook("status.yml", cluster["inventory"], broken_config, "-e", f"motor_job_id={JOB}")
+    assert said_by_id(broken_config) in " ".join(status.stdout.split()), status.stdout[-3000:]
+    assert re.search(rf"job {JOB}: \d+ container\(s\)", status.stdout) and f"{JOB}-coordinator" in status.stdout
 
 
 def readme_site_commands() -> list[str]:
@@ -251,9 +285,12 @@ def test_conductor_back_empty_is_repaired_without_a_command_and_a_rerun_passes(c
              f"motor_verify_report={cluster['tmp'] / 'healed.json'}")
 
 
-def test_collect_logs_masks_secrets(cluster):
+def test_collect_logs_masks_secrets(cluster, broken_config):
+    """By job id, the config dir failing validation (issue 45): the bundle needs nothing of the configuration."""
     dest = cluster["tmp"] / "bundles"
-    playbook("collect_logs.yml", cluster["inventory"], cluster["config"], "-e", f"motor_logs_dest={dest}")
+    logs = playbook("collect_logs.yml", cluster["inventory"], broken_config, "-e", f"motor_job_id={JOB}",
+                    "-e", f"motor_logs_dest={dest}")
+    assert said_by_id(broken_config) in " ".join(logs.stdout.split())
     archives = list(dest.glob(f"pymotor-logs-{JOB}-*.tar.gz"))
     assert len(archives) == 1 and (archives[0].stat().st_mode & 0o777) == 0o600
     with tarfile.open(archives[0]) as tar:
@@ -273,17 +310,19 @@ def test_collect_logs_masks_secrets(cluster):
     assert tls["infer_tls_config"]["passwd_file"] == "********"
 
 
-def test_stop_is_idempotent(cluster):
+def test_stop_is_idempotent(cluster, broken_config):
     first = playbook("stop.yml", cluster["inventory"], cluster["config"])
     assert recap_changed(first.stdout) == 2  # one stop per host (every tier of a host in one module run)
-    second = playbook("stop.yml", cluster["inventory"], cluster["config"])
+    # the second by job id, the config dir failing validation (issue 45): same job, nothing left to stop
+    second = playbook("stop.yml", cluster["inventory"], broken_config, "-e", f"motor_job_id={JOB}")
+    assert said_by_id(broken_config) in " ".join(second.stdout.split())
     assert recap_changed(second.stdout) == 0
     ctl = [h for h in cluster["hosts"] if h["name"].endswith("-ctl")][0]["name"]
     _, out = simctl.host_exec(ctl, f"docker ps -a --filter label=io.pymotor.job={JOB} --format '{{{{.State}}}}'")
     assert out.split() and set(out.split()) == {"exited"}
 
 
-def test_destroy_needs_confirmation_and_spares_other_jobs(cluster):
+def test_destroy_needs_confirmation_and_spares_other_jobs(cluster, broken_config):
     engine = [h for h in cluster["hosts"] if not h["name"].endswith("-ctl")][0]["name"]
     rc, out = simctl.host_exec(engine, f"docker run -d --name decoy-other-job --label io.pymotor.job=other-job "
                                        f"--label io.pymotor.role=prefill --entrypoint sleep {IMAGE} 600")
@@ -293,7 +332,10 @@ def test_destroy_needs_confirmation_and_spares_other_jobs(cluster):
     wrong = playbook("destroy.yml", cluster["inventory"], cluster["config"], "-e", "motor_destroy_confirm=other-job",
                      check=False)
     assert wrong.returncode != 0
-    playbook("destroy.yml", cluster["inventory"], cluster["config"], "-e", f"motor_destroy_confirm={JOB}")
+    # by job id, the config dir failing validation (issue 45): nothing of the config is needed to remove the job
+    destroyed = playbook("destroy.yml", cluster["inventory"], broken_config, "-e", f"motor_job_id={JOB}",
+                         "-e", f"motor_destroy_confirm={JOB}")
+    assert said_by_id(broken_config) in " ".join(destroyed.stdout.split())
     for host in cluster["hosts"]:
         _, out = simctl.host_exec(host["name"], f"docker ps -a --filter label=io.pymotor.job={JOB} -q")
         assert out.strip() == ""

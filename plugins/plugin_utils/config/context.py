@@ -9,11 +9,16 @@ import difflib
 import json
 import posixpath
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.known_keys import PYMOTOR
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import ENGINE_CONFIG_PATH_RE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem, ProblemsError
 
 
 MISSING = object()
+
+
+# motor_unknown_keys: what a key far from every known one is (a key close to a known one is always an error)
+UNKNOWN_KEYS_MODES = ("warn", "error")
 
 
 class MotorConfigError(ProblemsError):
@@ -23,10 +28,11 @@ class MotorConfigError(ProblemsError):
 class Context:
     """Collects errors and warnings; tags paths that came from an override."""
 
-    def __init__(self, overridden):
+    def __init__(self, overridden, unknown_keys="warn"):
         self.errors = []
         self.warnings = []
         self.overridden = overridden
+        self.unknown_keys = unknown_keys
 
     def _origin(self, path):
         # The path itself or an ancestor (a replaced list or dict) may come from an override.
@@ -157,14 +163,30 @@ def suggest(key, known):
     return matches[0] if matches else None
 
 
-def reject_unknown_keys(ctx, mapping, known, path, what):
-    """An unknown key where PyMotor's deployer drops it without a word: an error with a did-you-mean."""
+def unknown_key(ctx, parent, key, what, known, source=PYMOTOR, guess=MISSING, far_hint=""):
+    """The one rule of a key no list knows (``key`` of the mapping at path ``parent``; ``source``: the list's (origin with commit, who may
+    read it)). Close to a known key: an error with a did-you-mean (a typo would be dropped or refused where it is read).
+    Far from every known one: a warning, as a newer release may read it (upstream's own loaders ignore keys they do
+    not read: motor/config/controller.py:186, coordinator.py:403, node_manager.py:366), or an error when
+    motor_unknown_keys is error."""
+    path = join_path(parent, key)
+    guess = suggest(key, known) if guess is MISSING else guess
+    if guess:
+        ctx.error(path, "unknown key of %s, close to '%s' (keys checked against %s)" % (what, guess, source[0]),
+                  "did you mean '%s'?" % guess)
+    elif ctx.unknown_keys == "error":
+        ctx.error(path, "unknown key of %s: not known to %s" % (what, source[0]),
+                  "remove it, or set motor_unknown_keys=warn when %s reads it" % source[1])
+    else:
+        ctx.warn(path, "not known to %s; %s may read it" % (source[0], source[1]),
+                 far_hint or "kept as written; set motor_unknown_keys=error to refuse keys no list knows")
+
+
+def reject_unknown_keys(ctx, mapping, known, path, what, source=PYMOTOR):
+    """Every key of ``mapping`` not in ``known``: ``unknown_key``'s rule."""
     for key in mapping:
-        if key in known:
-            continue
-        guess = suggest(key, known)
-        hint = "did you mean '%s'?" % guess if guess else "check the spelling or remove it"
-        ctx.error(join_path(path, key), "unknown %s key: PyMotor would drop it without a word" % what, hint)
+        if key not in known:
+            unknown_key(ctx, path, key, what, known, source)
 
 
 def load_json_text(text, name):

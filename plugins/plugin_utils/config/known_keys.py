@@ -10,6 +10,13 @@ when a list here drifts from them. The strict checks that use the lists are in `
 
 from __future__ import annotations
 
+# Where each list was read (with its commit), and who may read a key the list lacks: named in the message about a key
+# far from every known one, a warning unless motor_unknown_keys=error (config/context.py: unknown_key).
+PYMOTOR = ("PyMotor 7d15c04", "a newer PyMotor")  # ../shared/upstream/pymotor, master 7d15c04
+VLLM = ("vLLM 99d7eb5d", "the image's vLLM")  # vllm-project/vllm at 99d7eb5d (see VLLM_ENGINE_ARGS)
+CONDUCTOR = ("Mooncake conductor 3d88bf917", "a newer conductor")  # ../shared/upstream/mooncake, dev/kv-indexer
+MOONCAKE_STORE = ("the Mooncake store keys of PyMotor 7d15c04's examples", "the image's Mooncake")
+
 # --------------------------------------------------------------------------------------------------
 # PyMotor's config dataclasses: the fields each accepts (dataclass fields, without ``field(init=False)``).
 # PyMotor's loaders copy a JSON key only when the object has that attribute (coordinator.py:403,

@@ -46,6 +46,14 @@ def check_scheduler(ctx, uc, mode):
     if deploy_mode is not None and deploy_mode not in SCHEDULER_DEPLOY_MODES:
         ctx.error(base + ".deploy_mode", "unknown deploy_mode %s" % describe(deploy_mode),
                   "use one of %s" % ", ".join(SCHEDULER_DEPLOY_MODES))
+    elif (mode == "pd_hybrid" and "deploy_mode" not in scheduler
+          and isinstance(coordinator.get("scheduler_config", {}), dict)):
+        # PyMotor 7d15c04's deployer requires it (examples/deployer/lib/config_validator.py:142); newer ones route PD
+        # hybrid by motor_deploy_config.hybrid_instances_num and their examples leave it out: fill it for both
+        coordinator.setdefault("scheduler_config", scheduler)["deploy_mode"] = "single_node"
+        uc.setdefault("motor_coordinator_config", coordinator)
+        ctx.warn(base + ".deploy_mode", "missing; set to \"single_node\", the only value PD hybrid runs with",
+                 "PyMotor 7d15c04's deployer refuses PD hybrid without it; newer PyMotor reads hybrid_instances_num")
     elif mode == "pd_hybrid" and deploy_mode != "single_node":
         ctx.error(base + ".deploy_mode", "PD hybrid needs \"single_node\", got %s" % describe(scheduler.get("deploy_mode")),
                   'set motor_coordinator_config.scheduler_config.deploy_mode to "single_node"')

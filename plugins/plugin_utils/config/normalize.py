@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import Context, MotorConfigError, describe
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import (
+    UNKNOWN_KEYS_MODES,
+    Context,
+    MotorConfigError,
+    describe,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.deploy import (
     check_deploy,
     check_top_level,
@@ -61,18 +66,22 @@ def _build_output(uc, mode, deploy_info, engines, affinity, kv_events, kv_pool, 
     }
 
 
-def normalize(user_config, env_config=None, overrides=None):
+def normalize(user_config, env_config=None, overrides=None, unknown_keys="warn"):
     """Validate and normalize a PyMotor configuration.
 
     :param user_config: parsed ``user_config.json`` (dict).
     :param env_config: parsed ``env.json`` (dict) or None.
     :param overrides: optional list of dicts deep-merged onto user_config first
         (dicts merge, lists and scalars replace, None deletes).
+    :param unknown_keys: ``warn`` (a key far from every known one is a warning) or ``error`` (motor_unknown_keys).
     :returns: the normalized configuration described in docs/design.md.
     :raises MotorConfigError: listing every problem found.
     """
     overridden = {}
-    ctx = Context(overridden)
+    ctx = Context(overridden, unknown_keys)
+    if unknown_keys not in UNKNOWN_KEYS_MODES:
+        ctx.error("motor_unknown_keys", "unknown value %s" % describe(unknown_keys),
+                  "use %s" % " or ".join(UNKNOWN_KEYS_MODES))
     merged, record = apply_overrides(ctx, user_config, overrides)
     overridden.update(record)
     if not isinstance(merged, dict):

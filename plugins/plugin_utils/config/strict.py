@@ -2,27 +2,36 @@
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Every key checked at every level: PyMotor's own sections against the fields its config classes accept, the
-conductor's and the KV pool's keys, and vLLM's engine arguments (lists in ``config/known_keys.py``).
+conductor's and the KV pool's keys, and vLLM's engine arguments (lists in ``config/known_keys.py``, each named with
+the upstream commit it was read from).
 
-PyMotor's loaders drop a key they do not know without a word (a typo in ``scheduler_type`` silently gives the
-load_balance scheduler), so an unknown key in a section PyMotor reads into a dataclass is an error with its path and
-a did-you-mean. Where our list is not read from the consumer's own source (the Mooncake store keys) or may lag the
-engine's version (vLLM), a key close to a known one is an error and a key far from every known one a warning.
+A key close to a known one is an error with a did-you-mean: PyMotor's loaders drop a key they do not know without a
+word (a typo in ``scheduler_type`` silently gives the load_balance scheduler), vLLM refuses it at engine start. A key
+far from every known one is a warning naming the list's commit (a newer PyMotor or the image's vLLM may read it), or
+an error with ``motor_unknown_keys=error``: the rule is ``context.unknown_key``.
 """
 
 from __future__ import annotations
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import join_path, suggest
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import (
+    describe,
+    join_path,
+    suggest,
+    unknown_key,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.known_keys import (
     CLASS_FIELDS,
     CONDUCTOR_KEYS,
+    CONDUCTOR,
     CONDUCTOR_SERVICE_KEYS,
     CONTROLLER_SECTIONS,
     COORDINATOR_SECTIONS,
     DEPLOY_TLS_SECTIONS,
     KV_POOL_KEYS,
+    MOONCAKE_STORE,
     NESTED_FIELDS,
     NODE_MANAGER_SECTIONS,
+    VLLM,
     VLLM_KEYS,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS
@@ -30,28 +39,12 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENG
 ENCODE_SECTION = "motor_engine_encode_config"
 
 
-def did_you_mean(key, known):
-    """The hint of an unknown key: the close known key, else the known keys (a short list) or a pointer."""
-    guess = suggest(key, known)
-    if guess:
-        return "did you mean '%s'?" % guess
-    known = sorted(known)
-    if len(known) <= 12:
-        return "known keys: %s" % ", ".join(known)
-    return "check the spelling or remove it"
-
-
-def unknown_key(ctx, key, known, path, what):
-    """An unknown key where PyMotor drops it: an error."""
-    ctx.error(path, "unknown key of %s: PyMotor would drop it without a word" % what, did_you_mean(key, known))
-
-
 def _check_class(ctx, mapping, cls, path):
     fields = CLASS_FIELDS[cls]
     for key, value in mapping.items():
         key_path = join_path(path, key)
         if key not in fields:
-            unknown_key(ctx, key, fields, key_path, "%s (%s)" % (path, cls.split(".")[1]))
+            unknown_key(ctx, path, key, "%s (%s)" % (path, cls.split(".")[1]), fields)
             continue
         nested = NESTED_FIELDS.get((cls, key))
         if nested and isinstance(value, dict):
@@ -64,7 +57,7 @@ def _check_sections(ctx, mapping, sections, path):
     for key, value in mapping.items():
         key_path = join_path(path, key)
         if key not in sections:
-            unknown_key(ctx, key, sections, key_path, path)
+            unknown_key(ctx, path, key, path, sections)
             continue
         if sections[key] and isinstance(value, dict):
             _check_class(ctx, value, sections[key], key_path)
@@ -76,27 +69,14 @@ def _check_conductor(ctx, section):
         return
     for key, value in section.items():
         if key not in CONDUCTOR_KEYS:
-            unknown_key(ctx, key, CONDUCTOR_KEYS, join_path(path, key), "the KV conductor's config")
+            unknown_key(ctx, path, key, "the KV conductor's config", CONDUCTOR_KEYS, CONDUCTOR)
         elif key == "kvevent_instance" and isinstance(value, dict):
             for name, service in value.items():
                 service_path = join_path(join_path(path, key), name)
                 for field in service if isinstance(service, dict) else ():
                     if field not in CONDUCTOR_SERVICE_KEYS:
-                        unknown_key(ctx, field, CONDUCTOR_SERVICE_KEYS, join_path(service_path, field),
-                                    "a conductor event source")
-
-
-def near_or_far(ctx, mapping, known, path, what, far_hint):
-    """Keys of a list that may lag its consumer: close to a known key -> error, far from all -> warning."""
-    for key in mapping:
-        key_path = join_path(path, key)
-        if key in known:
-            continue
-        guess = suggest(key, known)
-        if guess:
-            ctx.error(key_path, "unknown %s, close to '%s'" % (what, guess), "did you mean '%s'?" % guess)
-        else:
-            ctx.warn(key_path, "not a %s this collection knows" % what, far_hint)
+                        unknown_key(ctx, service_path, field, "a conductor event source", CONDUCTOR_SERVICE_KEYS,
+                                    CONDUCTOR)
 
 
 def check_sections(ctx, uc):
@@ -118,12 +98,44 @@ def check_sections(ctx, uc):
                          section_name + ".health_check_config")
     _check_conductor(ctx, uc.get("kv_conductor_config"))
     pool = uc.get("kv_cache_pool_config")
-    if isinstance(pool, dict):
-        near_or_far(ctx, pool, KV_POOL_KEYS, "kv_cache_pool_config", "KV pool (Mooncake) key",
-                    "it is passed to Mooncake as written; check it against Mooncake's store config")
+    for key in pool if isinstance(pool, dict) else ():
+        if key not in KV_POOL_KEYS:
+            unknown_key(ctx, "kv_cache_pool_config", key, "the KV pool (Mooncake)", KV_POOL_KEYS, MOONCAKE_STORE,
+                        far_hint="it is passed to Mooncake as written; check it against Mooncake's store config")
+
+
+# vLLM's JSON-valued arguments all end in _config: their shared suffix would make any two look alike
+# (profiler_config ~ pooler_config), so a dict-valued *_config key is compared by what comes before the suffix.
+CONFIG_SUFFIX = "_config"
+VLLM_CONFIG_STEMS = frozenset(key[:-len(CONFIG_SUFFIX)] for key in VLLM_KEYS if key.endswith(CONFIG_SUFFIX))
+
+
+def _vllm_guess(key, value):
+    """The known vLLM argument an unknown one is close to (None: far from all), read the way PyMotor renders it:
+    ``no_<flag>: true`` becomes ``--no-<flag>`` (vLLM's negative of a boolean flag) and a dict becomes ``--<key>
+    '<json>'`` (motor/engine_server/core/vllm/vllm_config.py:27-41 and :321-322 at 7d15c04)."""
+    if key.startswith("no_"):
+        guess = suggest(key[3:], VLLM_KEYS)
+        return "no_" + guess if guess else None
+    if key.endswith(CONFIG_SUFFIX) and isinstance(value, dict):
+        guess = suggest(key[:-len(CONFIG_SUFFIX)], VLLM_CONFIG_STEMS)
+        return guess + CONFIG_SUFFIX if guess else None
+    return suggest(key, VLLM_KEYS)
 
 
 def check_vllm_keys(ctx, engine_config, path):
     """engine_config of a vLLM engine (keys in the underscore spelling): vLLM's own arguments."""
-    near_or_far(ctx, engine_config, VLLM_KEYS, path, "vLLM engine argument",
-                "vLLM refuses an unknown argument at engine start; keep it only if your image's vLLM has it")
+    for key, value in engine_config.items():
+        if key in VLLM_KEYS:
+            continue
+        if key.startswith("no_") and key[3:] in VLLM_KEYS:
+            # vLLM's boolean flags take --no-<flag> (argparse BooleanOptionalAction); PyMotor writes the flag for true
+            if not isinstance(value, bool):
+                ctx.error(join_path(path, key), "expected true or false, got %s" % describe(value),
+                          "PyMotor renders %s: true as the flag --%s and false as nothing" % (
+                              key, key.replace("_", "-")))
+            continue
+        unknown_key(ctx, path, key, "vLLM's arguments", VLLM_KEYS, VLLM, _vllm_guess(key, value),
+                    far_hint="PyMotor passes it to vLLM as --%s; vLLM refuses an argument it does not know at engine "
+                    "start, so keep it only if the image's vLLM has it (motor_unknown_keys=error refuses it here)"
+                    % key.replace("_", "-"))

@@ -2,8 +2,8 @@
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """No silent typo (issue 36): typos at nested levels (PyMotor's sections, engine_config, env.json, inventory
-variables) are each refused at their path with a did-you-mean; a key far from every vLLM argument is a warning; every
-reference example still validates."""
+variables) are each refused at their path with a did-you-mean; a key far from every known one is a warning naming the upstream
+commit of the list, or an error with unknown_keys=error (issue 45); every reference example still validates."""
 
 from __future__ import annotations
 
@@ -69,8 +69,12 @@ def load(name):
 
 
 def refusal(user, env, path):
+    return refusal_with(user, env, path)
+
+
+def refusal_with(user, env, path, **options):
     with pytest.raises(MotorConfigError) as err:
-        normalize(user, env)
+        normalize(user, env, **options)
     return next((p for p in err.value.problems if p.path == path), None), err.value.problems
 
 
@@ -106,11 +110,73 @@ def test_inventory_variable_typo_is_refused(name, meant):
     assert problem is not None and "did you mean %s?" % meant in problem.hint, str(err.value)
 
 
-def test_far_vllm_key_is_a_warning_not_an_error():
+# (path set, value): keys far from every known one, at each level the lists cover
+FAR_KEYS = [
+    (P + ".engine_config.my_site_flag", True, "vLLM 99d7eb5d"),
+    ("motor_deploy_config.env_path", "./conf/env.json", "PyMotor 7d15c04"),
+    (COORD + ".request_limit", {"max_requests": 8}, "PyMotor 7d15c04"),
+    (CTRL + ".fault_tolerance_config.enable_instance_migration", True, "PyMotor 7d15c04"),
+    ("kv_conductor_config.kvevent_rate", 3, "Mooncake conductor 3d88bf917"),
+]
+
+
+@pytest.mark.parametrize("path, value, source", FAR_KEYS, ids=[k[0] for k in FAR_KEYS])
+def test_far_key_warns_naming_the_list_commit_or_is_refused_on_request(path, value, source):
+    """A key far from every known one: a warning naming the commit the list was read from (a newer release may read
+    it), kept as written; with unknown_keys=error the same key is refused at its path."""
     user, env = load("vllm")
-    user[P]["engine_config"]["my_site_flag"] = True
+    set_path(user, path, value)
     out = normalize(user, env)
-    assert any(w.startswith(P + ".engine_config.my_site_flag: not a vLLM engine argument") for w in out["warnings"])
+    assert any(w.startswith("%s: not known to %s; " % (path, source)) for w in out["warnings"]), out["warnings"]
+    parent, key = path.rsplit(".", 1)
+    node = out["user_config"]
+    for part in parent.split("."):
+        node = node[part]
+    assert node[key] == value  # passed on as written
+    problem, problems = refusal_with(user, env, path, unknown_keys="error")
+    assert problem is not None and "not known to " + source in problem.message, [str(p) for p in problems]
+
+
+def test_near_key_is_an_error_in_either_mode():
+    user, env = load("vllm")
+    set_path(user, COORD + ".scheduler_config.schedular_type", "kv_cache_affinity")
+    for mode in ("warn", "error"):
+        problem, problems = refusal_with(user, env, COORD + ".scheduler_config.schedular_type", unknown_keys=mode)
+        assert problem is not None and "did you mean 'scheduler_type'?" in problem.hint, [str(p) for p in problems]
+
+
+def test_unknown_keys_mode_must_be_warn_or_error():
+    problem, problems = refusal_with(*load("vllm"), "motor_unknown_keys", unknown_keys="ignore")
+    assert problem is not None and "warn or error" in problem.hint, [str(p) for p in problems]
+
+
+def test_vllm_no_flag_of_a_known_boolean_is_accepted_as_upstream_renders_it():
+    """``no_enable_prefix_caching: true`` is rendered by PyMotor as --no-enable-prefix-caching (vLLM's negative flag):
+    no problem at all; a typo in it is refused with the no_ spelling; a non-boolean value is refused."""
+    user, env = load("vllm")
+    user[P]["engine_config"]["no_enable_prefix_caching"] = True
+    user[D]["engine_config"]["no-disable-hybrid-kv-cache-manager"] = True
+    out = normalize(user, env)
+    assert not [w for w in out["warnings"] if "no_" in w.split(":")[0]], out["warnings"]
+    user[P]["engine_config"]["no_enable_prefix_cachin"] = True
+    user[D]["engine_config"]["no_enforce_eager"] = "yes"
+    problem, problems = refusal(user, env, P + ".engine_config.no_enable_prefix_cachin")
+    assert problem is not None and "did you mean 'no_enable_prefix_caching'?" in problem.hint
+    bad = next(p for p in problems if p.path == D + ".engine_config.no_enforce_eager")
+    assert "expected true or false" in bad.message and "--no-enforce-eager" in bad.hint
+
+
+def test_vllm_dict_config_argument_is_compared_by_its_stem():
+    """A dict-valued *_config argument the list lacks (newer vLLM's profiler_config) is far from pooler_config once
+    the shared suffix is set aside: a warning; a misspelt known one (compilaton_config) is still refused."""
+    user, env = load("vllm")
+    user[P]["engine_config"]["profiler_config"] = {"profiler": "torch"}
+    out = normalize(user, env)
+    assert any(w.startswith(P + ".engine_config.profiler_config: not known to vLLM 99d7eb5d") for w in out["warnings"])
+    assert out["user_config"][P]["engine_config"]["profiler_config"] == {"profiler": "torch"}
+    user[P]["engine_config"]["compilaton_config"] = {"level": 3}
+    problem, problems = refusal(user, env, P + ".engine_config.compilaton_config")
+    assert problem is not None and "did you mean 'compilation_config'?" in problem.hint, [str(p) for p in problems]
 
 
 def test_every_key_of_the_examples_is_known():
@@ -119,7 +185,7 @@ def test_every_key_of_the_examples_is_known():
         if not (folder / "user_config.json").is_file():
             continue
         out = normalize(*load(folder.name))
-        assert not [w for w in out["warnings"] if "not a vLLM engine argument" in w or "KV pool (Mooncake)" in w], \
+        assert not [w for w in out["warnings"] if "not known to " in w], \
             folder.name
 
 
@@ -134,3 +200,18 @@ def test_sections_refused_at_once_and_value_untouched():
     assert {COORD + ".scheduler_config.schedular_type", CTRL + ".api_config.controller_api_prot",
             "env_config.motor_engine_decoder_env"} <= {p.path for p in problems}
     assert normalize(before, load("vllm")[1])["user_config"][COORD] == normalize(*load("vllm"))["user_config"][COORD]
+
+
+def test_pd_hybrid_without_scheduler_deploy_mode_gets_single_node_with_a_warning():
+    """Newer PyMotor examples leave scheduler_config.deploy_mode out of PD hybrid (they route by
+    hybrid_instances_num); PyMotor 7d15c04's deployer needs single_node: filled in, warned; a wrong value stays an
+    error."""
+    user, env = load("vllm_pd_hybrid")
+    user[COORD] = {}
+    out = normalize(user, env)
+    assert out["user_config"][COORD]["scheduler_config"]["deploy_mode"] == "single_node"
+    assert any(w.startswith(COORD + ".scheduler_config.deploy_mode: missing; set to \"single_node\"")
+               for w in out["warnings"]), out["warnings"]
+    user[COORD] = {"scheduler_config": {"deploy_mode": "pd_separate"}}
+    problem, problems = refusal(user, env, COORD + ".scheduler_config.deploy_mode")
+    assert problem is not None and "single_node" in problem.message, [str(p) for p in problems]
