@@ -10,10 +10,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: motor_npu_reach
-short_description: Ping peer NPU devices on other hosts with hccn_tool, every ping of a host in one run
+short_description: Internal - ping peer NPU devices on other hosts with hccn_tool, every ping of a host in one run
 version_added: 1.0.0
 author: pymotor.ascend contributors (@pymotor-ascend)
 description:
+  - Internal to the collection's playbooks and roles, not a public interface; its options and results may change in any release.
   - Read-only. Runs C(hccn_tool -i <npu> -ping -g address <address>) for each entry of O(pings), one after the
     other, and returns every answer; a ping that fails or loses packets does not fail the module, the controller
     judges the answers with the other prechecks (P(pymotor.ascend.motor_precheck_pings#filter) gives the pings).
