@@ -6,11 +6,10 @@ display from the action, as the benchmark's progress), not only a result at the 
 
 from __future__ import annotations
 
-import http.server
 import subprocess
-import threading
 
 from ansible_collections.pymotor.ascend.tests.unit.ansible_cli import BIN, ansible_env
+from ansible_collections.pymotor.ascend.tests.unit.local_http import local_server
 
 PLAYBOOK = """\
 - hosts: localhost
@@ -28,29 +27,16 @@ PLAYBOOK = """\
 def test_a_waiting_task_prints_progress_lines_while_it_waits(tmp_path):
     polls = []  # the engine is ready at the 8th poll: about 3.5 s into the wait (a poll every 0.5 s)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # pylint: disable=invalid-name
-            polls.append(self.path)
-            loaded = len(polls) >= 8
-            body = b'{"status": "normal"}' if loaded else b'{"status": "loading"}'
-            self.send_response(200 if loaded else 503)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def engine(_method, path, _headers, _body):
+        polls.append(path)
+        loaded = len(polls) >= 8
+        return (200, b'{"status": "normal"}', {}) if loaded else (503, b'{"status": "loading"}', {})
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with local_server(engine) as base:
         book = tmp_path / "wait.yml"
-        book.write_text(PLAYBOOK % ("http://127.0.0.1:%d" % server.server_address[1]), encoding="utf-8")
+        book.write_text(PLAYBOOK % base, encoding="utf-8")
         proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", str(book)], env=ansible_env(tmp_path),
                               capture_output=True, text=True, timeout=120, check=False)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("Wait for the engine: waiting ")]
     assert lines, proc.stdout

@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_health as mh
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_wait as mw
+from ansible_collections.pymotor.ascend.tests.unit.local_http import local_server
 
 
 @pytest.mark.parametrize("until, status, body, expected, met", [
@@ -94,33 +95,15 @@ def test_get_reads_http_errors_and_refusals():
 @pytest.fixture()
 def http_server():
     """A local HTTP server: /ready answers JSON, /busy 503 with text, /moved a redirect; it records the paths."""
-    import http.server
-    import threading
-
     seen = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # pylint: disable=invalid-name
-            seen.append(self.path)
-            status, body, headers = {"/ready?full=1": (200, b'{"ready": true}', {}),
-                                     "/busy": (503, b"warming up", {}),
-                                     "/moved": (302, b"", {"Location": "/ready?full=1"})}.get(self.path, (404, b"", {}))
-            self.send_response(status)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(_method, path, _headers, _body):
+        seen.append(path)
+        return {"/ready?full=1": (200, b'{"ready": true}', {}), "/busy": (503, b"warming up", {}),
+                "/moved": (302, b"", {"Location": "/ready?full=1"})}.get(path, (404, b"", {}))
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield "http://127.0.0.1:%d" % server.server_address[1], seen
-    server.shutdown()
-    server.server_close()
+    with local_server(answer) as base:
+        yield base, seen
 
 
 def test_get_answers_status_json_and_text_and_follows_no_redirect(http_server):

@@ -32,6 +32,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets 
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import api_key_settings, probe_args
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
+from ansible_collections.pymotor.ascend.tests.unit.local_http import local_server
 
 REPO = Path(__file__).resolve().parents[4]
 UPSTREAM = REPO.parent / "shared" / "upstream" / "pymotor"
@@ -207,35 +208,19 @@ def test_standin_coordinator_checks_keys_as_upstream():
 
 def test_motor_wait_posts_a_body_with_the_targets_headers():
     """verify's chat request: a reads target with a body is one POST of it, with the headers the action added."""
-    import http.server
-    import threading
-
     from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import read_all
 
     seen = {}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 (http.server API)
-            seen.update(path=self.path, auth=self.headers.get("Authorization"),
-                        body=json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            data = b'{"ok": true}'
-            self.send_response(200 if seen["auth"] == "Bearer " + KEYS[0] else 401)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def coordinator(method, path, headers, body):
+        seen.update(method=method, path=path, auth=headers.get("Authorization"), body=json.loads(body))
+        return 200 if seen["auth"] == "Bearer " + KEYS[0] else 401, b'{"ok": true}', {}
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = "http://127.0.0.1:%d/v1/chat/completions" % server.server_port
-        target = {"url": url, "tls": None, "body": {"max_tokens": 1},
+    with local_server(coordinator) as base:
+        target = {"url": base + "/v1/chat/completions", "tls": None, "body": {"max_tokens": 1},
                   "headers": api_key_header({"header_name": "Authorization", "key_prefix": "Bearer "}, KEYS[0])}
         answers = read_all({"inference": {"chat": target}}, 5, 2)
-        assert answers["inference"]["chat"]["status"] == 200 and answers["inference"]["chat"]["json"] == {"ok": True}
-        assert seen == {"path": "/v1/chat/completions", "auth": "Bearer " + KEYS[0], "body": {"max_tokens": 1}}
-        assert "headers" not in answers["inference"]["chat"]
-    finally:
-        server.shutdown()
+    assert answers["inference"]["chat"]["status"] == 200 and answers["inference"]["chat"]["json"] == {"ok": True}
+    assert seen == {"method": "POST", "path": "/v1/chat/completions", "auth": "Bearer " + KEYS[0],
+                    "body": {"max_tokens": 1}}
+    assert "headers" not in answers["inference"]["chat"]

@@ -25,6 +25,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer im
     with_instances,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps, own_files
+from ansible_collections.pymotor.ascend.tests.unit.local_http import local_server
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 HOSTS = {
@@ -190,30 +191,13 @@ def test_union_instances_of_a_hybrid_job_are_watched():
 
 
 def test_get_json_reads_a_200_answer_and_gives_none_otherwise():
-    import http.server  # noqa: PLC0415
-    import threading  # noqa: PLC0415
+    def answer(_method, path, _headers, _body):
+        return 200 if path.startswith("/readiness") else 503, json.dumps({"ready": False, "path": path}).encode(), {}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            body = json.dumps({"ready": False, "path": self.path}).encode()
-            self.send_response(200 if self.path.startswith("/readiness") else 503)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        base = "http://127.0.0.1:%d" % server.server_address[1]
+    with local_server(answer) as base:
         assert heal.get_json({"url": base + "/readiness?status=normal", "tls": None}) == {
             "ready": False, "path": "/readiness?status=normal"}
         assert heal.get_json({"url": base + "/status", "tls": None}) is None  # 503
-    finally:
-        server.shutdown()
-        server.server_close()
     assert heal.get_json({"url": base + "/status", "tls": None}, timeout=1) is None  # refused
 
 
