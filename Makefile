@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # Every suite prints its slow tests and fixtures (setup rows are the module-scoped clusters): tests/README.md's table.
 DURATIONS := --durations=0 --durations-min=2
 
-.PHONY: help test demo demo-down bench venv collection-link docker images tools prebuild unit lint sanity integration rolls fleet-faults molecule conformance conformance-rolls clean
+.PHONY: help test demo demo-down bench venv collection-link docker images tools prebuild prebuild-sim prebuild-conformance unit lint sanity integration rolls fleet-faults molecule conformance conformance-rolls clean
 
 help:
 	@echo "make test   install what is missing (venv, Docker engine, base images), run every test"
@@ -95,10 +95,15 @@ molecule: venv images
 
 # The one-time image builds every Docker suite needs, once (each is cached by content, so a second run only
 # inspects): the simulated host image, the stand-in image with the fixture conductor, and, when ../shared/upstream
-# is there, the conformance image and the real conductor built from it.
-prebuild: venv images
+# is there, the conformance image and the real conductor built from it. make test runs the two halves as parts of
+# their own, beside the checks that need no image.
+prebuild: prebuild-sim prebuild-conformance
+
+prebuild-sim: venv images
 	$(BIN)/python tests/sim/simctl.py build
 	$(BIN)/python extensions/molecule/pd_separation/standin_image.py local/pymotor-fault:test
+
+prebuild-conformance: venv images
 	@if [ -z "$$($(BIN)/python tests/conformance/build_image.py --absent-reason)" ]; then \
 	  $(BIN)/python tests/conformance/build_image.py && $(BIN)/python tests/conformance/conductor_image.py; fi
 

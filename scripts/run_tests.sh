@@ -2,39 +2,40 @@
 # `make test` after venv and images: every test part, on MOTOR_TEST_LANES workers (default 3) that take the parts
 # from one queue, longest first (the expected seconds below are the measured ones of tests/README.md), so that no
 # worker idles while another still has a long queue (CI has 90 minutes on 2 cores; the Docker suites spend much of
-# their time waiting for containers, which is why 3 workers share 2 cores). The one-time builds (simulated host
-# image, stand-in image, conformance image, real conductor: `make prebuild`) run once, first, while the checks that
-# need no image (unit, lint, sanity) run beside them; no Docker part starts before they are done, so no two parts
-# build the same image at once. Each part's output is kept in tests/output/lanes/<part>.log and printed whole when
-# the part ends, with its status and time; a failed part does not stop the others; the exit code is non-zero when
-# any part failed. MOTOR_TEST_LANES=1 runs the parts one after another.
+# their time waiting for containers, which is why 3 workers share 2 cores). The one-time builds run once, first, as
+# two parts: `make prebuild-sim` (simulated host image, stand-in image) and `make prebuild-conformance` (conformance
+# image, real conductor; each cached by content). A part names the builds it needs and a worker takes the first part
+# in the queue whose builds are done, so unit, lint and sanity, then the simulated-host parts, run while the
+# conformance images still build, and no two parts build the same image at once. Each part's output is kept in
+# tests/output/lanes/<part>.log and printed whole when the part ends, with its status and time; a failed part does
+# not stop the others; the exit code is non-zero when any part failed. MOTOR_TEST_LANES=1 runs them one by one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# part | expected seconds (tests/README.md, measured) | needs the one-time builds | command
+# part | expected seconds (tests/README.md, measured) | builds it needs (sim, conformance, or -) | command
 # Integration and conformance run as one part per module (or group of short modules): each module brings up its
 # own simulated cluster, so nothing is shared across parts that a split would pay twice.
 parts=(
-  "conformance-rolls|1350|yes|make --no-print-directory conformance-rolls"
-  "conformance-deploy|900|yes|make --no-print-directory conformance FILES=tests/conformance/test_deploy.py"
-  "conformance-benchmark|540|yes|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
-  "conformance-multipod|400|yes|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
-  "conformance-smoke|150|yes|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
-  "integration-faults|420|yes|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
-  "integration-bad-input|300|yes|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"
-  "integration-ops|420|yes|make --no-print-directory integration FILES='tests/integration/test_day2.py tests/integration/test_host_failure.py tests/integration/test_heal.py'"
-  "integration-hosts|420|yes|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
-  "integration-deploys|420|yes|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
-  "integration-security|300|yes|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_verify_tls.py tests/integration/test_monitoring.py'"
-  "integration-etcd|150|yes|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
-  "molecule-pd_separation|240|yes|make --no-print-directory molecule SCENARIOS=pd_separation"
-  "molecule-day2|300|yes|make --no-print-directory molecule SCENARIOS=day2"
-  "molecule-pd_hybrid|200|yes|make --no-print-directory molecule SCENARIOS=pd_hybrid"
-  "molecule-image_build|200|yes|make --no-print-directory molecule SCENARIOS=image_build"
-  "fleet-faults|210|yes|make --no-print-directory fleet-faults"
-  "unit|360|no|make --no-print-directory unit"
-  "sanity|300|no|make --no-print-directory sanity"
-  "lint|120|no|make --no-print-directory lint"
+  "conformance-rolls|1350|sim,conformance|make --no-print-directory conformance-rolls"
+  "conformance-deploy|900|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_deploy.py"
+  "conformance-benchmark|540|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
+  "conformance-multipod|400|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
+  "conformance-smoke|150|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
+  "integration-faults|420|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
+  "integration-bad-input|300|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"
+  "integration-ops|420|sim|make --no-print-directory integration FILES='tests/integration/test_day2.py tests/integration/test_host_failure.py tests/integration/test_heal.py'"
+  "integration-hosts|420|sim|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
+  "integration-deploys|420|sim|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
+  "integration-security|300|sim|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_verify_tls.py tests/integration/test_monitoring.py'"
+  "integration-etcd|150|sim|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
+  "molecule-pd_separation|240|sim|make --no-print-directory molecule SCENARIOS=pd_separation"
+  "molecule-day2|300|sim|make --no-print-directory molecule SCENARIOS=day2"
+  "molecule-pd_hybrid|200|sim|make --no-print-directory molecule SCENARIOS=pd_hybrid"
+  "molecule-image_build|200|sim|make --no-print-directory molecule SCENARIOS=image_build"
+  "fleet-faults|210|sim|make --no-print-directory fleet-faults"
+  "unit|360|-|make --no-print-directory unit"
+  "sanity|300|-|make --no-print-directory sanity"
+  "lint|120|-|make --no-print-directory lint"
 )
 
 # A module no part names still runs: in a part of its own ("<suite>-other"), so a new test file is never left out.
@@ -47,7 +48,9 @@ for suite in integration conformance; do
     esac
     printf '%s\n' "${parts[@]}" | grep -qF "$file" || other+=("$file")
   done
-  [ ${#other[@]} -eq 0 ] || parts+=("$suite-other|600|yes|make --no-print-directory $suite FILES='${other[*]}'")
+  needs=sim
+  [ "$suite" = integration ] || needs=sim,conformance
+  [ ${#other[@]} -eq 0 ] || parts+=("$suite-other|600|$needs|make --no-print-directory $suite FILES='${other[*]}'")
 done
 
 # MOTOR_TEST_ONLY="unit lint ...": those parts only (names as above), for a quick run of a few.
@@ -64,46 +67,69 @@ rm -rf "$logs"
 mkdir -p "$logs"
 workers=${MOTOR_TEST_LANES:-3}
 
-# The queue: prebuild first, then the parts that need no image (they run beside the prebuild), then the rest longest
-# first. A worker takes the next line under a lock.
+# The queue: the builds first, then every part longest first. A worker takes, under a lock, the first part not yet
+# taken whose builds are done; it waits while every part left still waits for a build.
 queue=$logs/.queue
 {
-  printf '%s\n' "${parts[@]}" | grep -q '|yes|' && echo "prebuild|300|no|make --no-print-directory prebuild"
-  printf '%s\n' "${parts[@]}" | awk -F'|' '$3 == "no"' | sort -t'|' -k2,2nr
-  printf '%s\n' "${parts[@]}" | awk -F'|' '$3 == "yes"' | sort -t'|' -k2,2nr
+  for build in sim conformance; do
+    printf '%s\n' "${parts[@]}" | awk -F'|' -v b="$build" '$3 ~ b' | grep -q . &&
+      echo "prebuild-$build|300|-|make --no-print-directory prebuild-$build" && touch "$logs/.pending-$build"
+  done
+  printf '%s\n' "${parts[@]}" | sort -t'|' -k2,2nr
 } >"$queue"
-next=$logs/.next
-echo 1 >"$next"
-prebuilt=$logs/.prebuild-pending
-touch "$prebuilt"
+taken=$logs/.taken
+: >"$taken"
 status_file=$logs/.status
 : >"$status_file"
 
-take() {  # print the next queue line, or nothing when the queue is empty
-  (
-    flock 9
-    n=$(cat "$next")
-    line=$(sed -n "${n}p" "$queue")
-    [ -z "$line" ] || echo $((n + 1)) >"$next"
-    printf '%s' "$line"
-  ) 9>"$logs/.lock"
+take() {  # print the next part a worker may run; nothing when none is left
+  local line
+  while true; do
+    line=$(
+      exec 9>"$logs/.lock"
+      flock 9
+      n=0 left=0
+      while IFS= read -r candidate; do
+        n=$((n + 1))
+        grep -qx "$n" "$taken" && continue
+        left=1
+        IFS='|' read -r _ _ needs _ <<<"$candidate"
+        ready=1
+        for need in ${needs//,/ }; do
+          [ "$need" = - ] || [ ! -e "$logs/.pending-$need" ] || ready=0
+        done
+        if [ "$ready" = 1 ]; then
+          echo "$n" >>"$taken"
+          printf '%s' "$candidate"
+          exit 0
+        fi
+      done <"$queue"
+      [ "$left" = 0 ] || printf wait
+    )
+    [ "$line" = wait ] || { printf '%s' "$line"; return 0; }
+    sleep 2
+  done
 }
 
-run_part() {  # name command needs_prebuild
-  local name=$1 cmd=$2 needs=$3 start rc
-  if [ "$needs" = yes ]; then
-    while [ -e "$prebuilt" ]; do sleep 2; done
-    if [ -e "$logs/.prebuild-failed" ]; then
-      echo "$name: not run, the one-time builds failed (prebuild.log)" >"$logs/$name.log"
+run_part() {  # name command needs
+  local name=$1 cmd=$2 needs=$3 start rc="" need
+  for need in ${needs//,/ }; do
+    if [ -e "$logs/.failed-$need" ]; then
+      echo "$name: not run, the one-time build prebuild-$need failed (prebuild-$need.log)" >"$logs/$name.log"
       rc=1
     fi
-  fi
+  done
   start=$SECONDS
-  if [ -z "${rc:-}" ]; then
+  if [ -z "$rc" ]; then
     bash -c "$cmd" >"$logs/$name.log" 2>&1
     rc=$?
   fi
-  [ "$name" != prebuild ] || { [ "$rc" = 0 ] || touch "$logs/.prebuild-failed"; rm -f "$prebuilt"; }
+  case $name in
+    prebuild-*)
+      [ "$rc" = 0 ] || touch "$logs/.failed-${name#prebuild-}"
+      rm -f "$logs/.pending-${name#prebuild-}"
+      ;;
+  esac
   local result=passed
   [ "$rc" = 0 ] || result=FAILED
   (
@@ -126,7 +152,7 @@ worker() {
 }
 
 tests_start=$SECONDS
-echo "[test] $(( $(wc -l <"$queue") )) parts on $workers workers, longest first; each part's log in $logs/<part>.log"
+echo "[test] $(wc -l <"$queue") parts on $workers workers, longest first; each part's log in $logs/<part>.log"
 pids=()
 for _ in $(seq 1 "$workers"); do
   worker &
