@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 # own simulated cluster, so nothing is shared across parts that a split would pay twice.
 parts=(
   "conformance-rolls|1350|sim,conformance|make --no-print-directory conformance-rolls"
-  "conformance-deploy|900|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_deploy.py"
+  "conformance-deploy-separation|700|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
+  "conformance-deploy-hybrid|700|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
   "conformance-benchmark|540|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
   "conformance-multipod|400|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
   "conformance-smoke|150|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
