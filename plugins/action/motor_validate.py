@@ -52,7 +52,8 @@ class ActionModule(EntryPoint):
 
     ARGUMENT_SPEC = {"config_dir": {"type": "path"}, "user_config_path": {"type": "path"},
                      "env_config_path": {"type": "path"}, "overrides": {"type": "raw", "default": []},
-                     "unknown_keys": {"type": "str", "default": "warn", "choices": ["warn", "error"]}}
+                     "unknown_keys": {"type": "str", "default": "warn", "choices": ["warn", "error"]},
+                     "check_inventory": {"type": "bool", "default": True}}
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def phase(self, args, task_vars):
@@ -64,17 +65,20 @@ class ActionModule(EntryPoint):
             config = normalize(user_config, env_config, args["overrides"], args["unknown_keys"])
         except MotorConfigError as err:
             # the inventory's own problems in the same list (the plan, which checks them otherwise, will not run)
-            problems = self.inventory_problems(task_vars, deploy_value(user_config, "hardware_type"))
+            problems = self.inventory_problems(args, task_vars, deploy_value(user_config, "hardware_type"))
             return self.failed(err.problems + problems + self.standby_problems(task_vars, user_config), err.warnings)
         # a valid configuration: the inventory is judged by the plan's own host rules (plan/hosts.py) here too, so
         # validate.yml -i <inventory> refuses what plan.yml would
-        problems = self.inventory_problems(task_vars, config.get("hardware_type"))
+        problems = self.inventory_problems(args, task_vars, config.get("hardware_type"))
         if problems:
             return self.failed(problems, config.get("warnings") or [])
         return dict(self.facts(motor_normalized_config=config), summary=config_summary(config))
 
-    def inventory_problems(self, task_vars, hardware_type):
-        """The problems of the inventory's PyMotor hosts (none without an inventory)."""
+    def inventory_problems(self, args, task_vars, hardware_type):
+        """The problems of the inventory's PyMotor hosts (none without an inventory, nor for a playbook that plans
+        nothing: ``check_inventory`` false, the day-2 verbs that only need the job id)."""
+        if not args["check_inventory"]:
+            return []
         hosts = pymotor_hosts(task_vars.get("groups"))
         views = {h: host_view(self.host_vars(task_vars, h)) for h in hosts}
         return inventory_problems(views, hardware_type, bool(task_vars.get("motor_plan_discover")))

@@ -45,6 +45,14 @@ options:
     type: str
     choices: [warn, error]
     default: warn
+  check_inventory:
+    description:
+      - Judge the inventory's PyMotor hosts with the plan's own host rules too (addresses, NPU ids, reserved ports,
+        hardware types), so that validating with an inventory refuses what planning would.
+      - V(false) for a playbook that plans nothing and needs only the job (the day-2 verbs status, stop, destroy,
+        collect_logs).
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""

@@ -131,3 +131,26 @@ def test_playbook_level_variables_are_checked_against_their_argument_spec():
     for name in ("motor_config_dir", "motor_user_config_path", "motor_env_config_path", "motor_user_config_overrides",
                  "motor_show_normalized", "motor_plan_output", "motor_plan_discover", "motor_image"):
         assert f"      {name}:\n" in spec.split("\n  main:\n")[0], name
+
+
+def test_a_day2_verb_validates_the_configuration_without_judging_the_inventory(tmp_path):
+    """validate.yml with an inventory judges its hosts by the plan's rules (a host name as ansible_host and no
+    motor_host_ip: only a plan with discovery can place it); status, stop, destroy and collect_logs plan nothing and
+    import it with motor_validate_inventory false, so the same inventory does not stop them."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    motor_engine_hosts:\n      hosts:\n        eng-1: {ansible_host: eng-1.example}\n"
+                         "    motor_control_hosts:\n      hosts:\n        ctl-1: {ansible_host: ctl-1.example}\n",
+                         encoding="utf-8")
+    config = {"motor_config_dir": str(FIXTURES / "seed_pd_separation")}
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR="1")
+    env.pop("ANSIBLE_CONFIG", None)
+
+    def run(*extra):
+        command = [_ansible_playbook(), "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(config), *extra]
+        return subprocess.run(command, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=120, check=False)
+
+    judged = run()
+    assert judged.returncode != 0 and "hosts.eng-1.motor_host_ip: missing" in judged.stdout, judged.stdout
+    day2 = run("-e", "motor_validate_inventory=false")
+    assert day2.returncode == 0, day2.stdout + day2.stderr
+    assert "motor_validate_inventory: false" in (REPO / "playbooks" / "day2_job.yml").read_text(encoding="utf-8")
