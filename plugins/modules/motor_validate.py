@@ -79,7 +79,8 @@ from ansible.module_utils.basic import AnsibleModule
 def main():
     module = AnsibleModule(argument_spec=dict(config_dir=dict(type="path"), user_config_path=dict(type="path"), env_config_path=dict(
         type="path"), overrides=dict(type="list", elements="dict", default=[]),
-        unknown_keys=dict(type="str", default="warn", choices=["warn", "error"])), supports_check_mode=True)
+        unknown_keys=dict(type="str", default="warn", choices=["warn", "error"]),
+        check_inventory=dict(type="bool", default=True)), supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_validate runs as an action plugin on the controller")
 
 
