@@ -77,7 +77,7 @@ conformance: venv images
 	    -m "not rolls"; fi
 
 # The rolling upgrade and rollback under load on the real control plane (tests/conformance/test_upgrade.py, engines
-# that load for 60 s: about 20 minutes mostly waiting; in make test's third lane, scripts/run_tests.sh).
+# that load for 60 s: about 20 minutes mostly waiting; a part of make test, scripts/run_tests.sh).
 conformance-rolls: venv images
 	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
 	if [ -n "$$reason" ]; then echo "make conformance-rolls: SKIPPED: $$reason"; else \
