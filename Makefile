@@ -54,7 +54,7 @@ sanity: venv
 	bash scripts/run_sanity.sh
 
 # The rolling upgrade under load (engines that load for 60 s, about 20 minutes mostly waiting; on demand) and the
-# 24-host simulated fleet with a refused and a black-holed host (each a part of its own in make test) run apart.
+# 24-host simulated fleet with a refused and a black-holed host (a part of its own in make test) run apart.
 # FILES=... runs some modules only (make test runs them as parts of one queue, scripts/run_tests.sh).
 integration: venv images
 	MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q $(DURATIONS) --import-mode=importlib \
