@@ -65,28 +65,31 @@ class ActionModule(EntryPoint):
             config = normalize(user_config, env_config, args["overrides"], args["unknown_keys"])
         except MotorConfigError as err:
             # the inventory's own problems in the same list (the plan, which checks them otherwise, will not run)
-            problems = self.inventory_problems(args, task_vars, deploy_value(user_config, "hardware_type"))
-            return self.failed(err.problems + problems + self.standby_problems(task_vars, user_config), err.warnings)
+            views = self.host_views(task_vars)
+            problems = self.inventory_problems(args, task_vars, views, deploy_value(user_config, "hardware_type"))
+            return self.failed(err.problems + problems + self.standby_problems(task_vars, views, user_config),
+                               err.warnings)
         # a valid configuration: the inventory is judged by the plan's own host rules (plan/hosts.py) here too, so
         # validate.yml -i <inventory> refuses what plan.yml would
-        problems = self.inventory_problems(args, task_vars, config.get("hardware_type"))
+        problems = self.inventory_problems(args, task_vars, self.host_views(task_vars), config.get("hardware_type"))
         if problems:
             return self.failed(problems, config.get("warnings") or [])
         return dict(self.facts(motor_normalized_config=config), summary=config_summary(config))
 
-    def inventory_problems(self, args, task_vars, hardware_type):
+    def host_views(self, task_vars):
+        """{host: its PyMotor variables} of the inventory's PyMotor hosts (empty without an inventory)."""
+        return {h: host_view(self.host_vars(task_vars, h)) for h in pymotor_hosts(task_vars.get("groups"))}
+
+    @staticmethod
+    def inventory_problems(args, task_vars, views, hardware_type):
         """The problems of the inventory's PyMotor hosts (none without an inventory, nor for a playbook that plans
         nothing: ``check_inventory`` false, the day-2 verbs that only need the job id)."""
         if not args["check_inventory"]:
             return []
-        hosts = pymotor_hosts(task_vars.get("groups"))
-        views = {h: host_view(self.host_vars(task_vars, h)) for h in hosts}
         return inventory_problems(views, hardware_type, bool(task_vars.get("motor_plan_discover")))
 
-    def standby_problems(self, task_vars, user_config):
+    def standby_problems(self, task_vars, views, user_config):
         """Master/standby's inventory contract (two control hosts, ``motor_vip``), named with the mode's refusal."""
         controls = list((task_vars.get("groups") or {}).get(CONTROL_GROUP) or [])
         vip = (self.host_vars(task_vars, controls[0]) if controls else task_vars).get("motor_vip")
-        addresses = {h: host_view(self.host_vars(task_vars, h)).get("motor_host_ip")
-                     for h in pymotor_hosts(task_vars.get("groups"))}
-        return standby_problems(user_config, controls, vip, addresses)
+        return standby_problems(user_config, controls, vip, {h: view.get("motor_host_ip") for h, view in views.items()})
