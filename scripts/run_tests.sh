@@ -54,6 +54,12 @@ for suite in integration conformance; do
   [ ${#other[@]} -eq 0 ] || parts+=("$suite-other|600|$needs|make --no-print-directory $suite FILES='${other[*]}'")
 done
 
+# MOTOR_TEST_DEMO=1 (.ci/run): `make demo` as one more part, asserting its KV-cache hits and torn down after, so the
+# demo a new user runs first shares the workers with the tests instead of running after all of them.
+if [ "${MOTOR_TEST_DEMO:-0}" = 1 ]; then
+  parts+=("demo|240|sim|MOTOR_DEMO_ASSERT=1 MOTOR_DEMO_TEARDOWN=1 make --no-print-directory demo")
+fi
+
 # MOTOR_TEST_ONLY="unit lint ...": those parts only (names as above), for a quick run of a few.
 if [ -n "${MOTOR_TEST_ONLY:-}" ]; then
   kept=()

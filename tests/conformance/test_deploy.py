@@ -241,11 +241,22 @@ def _fault(c: Cluster, kind: str, pods: dict) -> tuple[str, dict]:
     return f"main process of {target} SIGKILLed", restarts
 
 
+# Each fault end to end on the seed where it differs, not on both (the healers' rules are unit-tested on their own
+# table, tests/unit/plugins/module_utils/test_motor_heal_rules.py): an engine crash on both, since a hybrid pod and a
+# prefill pod are separate instance roles in the controller; a Docker engine restart (every pod of a host at once)
+# on PD separation; a killed controller and a hung coordinator on PD hybrid, where upstream's controller re-sends its
+# instances to a new coordinator only through the controller's healer (see the coordinator restart above).
+FAULTS = {"pd_separation": ("engine_kill", "engine_dockerd"),
+          "pd_hybrid": ("engine_kill", "controller_kill", "coordinator_pause")}
+
+
 @pytest.mark.parametrize("kind", ["engine_kill", "controller_kill", "coordinator_pause", "engine_dockerd"])
 def test_fault_heals_without_a_command_then_rerun_and_verify_pass(cluster, kind):
     """Issue 33: each fault, then (once the containers it hit started again) every engine pod serves and the job is
     ready and answers chat through the coordinator, with no command run (time recorded); then deploy.yml changes
     nothing and verify.yml passes."""
+    if kind not in FAULTS[cluster.seed]:
+        pytest.skip(f"{kind} is proven on the other seed (FAULTS)")
     _needs_first_deploy(cluster)
     pods = _engine_pods(cluster)
     assert _serving(cluster) and _pods_serve(cluster, pods), "the job does not serve before the fault"

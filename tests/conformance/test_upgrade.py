@@ -1,7 +1,9 @@
 """Rolling image upgrade and rollback under steady chat load against the REAL control plane (issue 33, build 3):
 examples/seed_pd_separation with 2 prefill + 2 decode instances on two simulated 800I_A2 hosts plus the control host,
 the conformance image with the real controller, coordinator and conductor. The fake engines take
-MOTOR_SIM_LOAD_SECONDS=60 (env.json's engine sections) before they answer, as a model load does.
+MOTOR_SIM_LOAD_SECONDS=20 (env.json's engine sections) before they answer, as a model load does (long enough that a
+roll which did not wait for the engines' readiness fails requests outside the window; a real model's minutes add
+nothing the test would see but time).
 
 The second release is the conformance image with one more label, committed on every simulated host
 (``docker commit --change LABEL`` of a created container: a new image id, no layer shipped). A client sends chat
@@ -10,8 +12,8 @@ old image); every failed request must overlap the control plane's unavailable wi
 engine runs the rolled image and logged its engine ready after the roll started, a deploy.yml re-run changes nothing
 and verify.yml passes. The counts of each roll go to ``tests/output/conformance-upgrade.log``.
 
-PD hybrid (seed_pd_hybrid) is left out: each roll of 4 instances waits 4 x (17 s separation + 60 s load + the
-registration and readiness) on the real control plane, about 8 min; both seeds would not fit this suite's time
+PD hybrid (seed_pd_hybrid) is left out: each roll of 4 instances waits 4 x (17 s separation + the load + the
+registration and readiness) on the real control plane, minutes each; both seeds would not fit this suite's time
 (``make conformance-rolls``, not part of ``make conformance``). The tests run in file order on one cluster."""
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ PREFIX = "pymotor-conf-upgrade" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
 JOB = "conf-upgrade"
 HARDWARE = "800I_A2"
 NEW = "local/pymotor-conformance:upgrade-release-2"
-LOAD_SECONDS = 60
+LOAD_SECONDS = 20
 INSTANCES = 2  # per engine role
 # the first deploy and each roll wait for engines that load for LOAD_SECONDS; the stall repair (a pod the controller
 # dropped at start, upstream race) must not take a loading engine for a dropped one
