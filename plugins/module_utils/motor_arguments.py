@@ -72,6 +72,7 @@ CONTAINER_OPTIONS = dict(
     cpuset_cpus=dict(type="str"),
     labels=dict(type="dict", default={}),
     restart_policy=dict(type="str", default="unless-stopped"),
+    init=dict(type="bool", default=False),
     log_driver=dict(type="str", default="json-file"),
     log_options=dict(type="dict", default={}),
     group=dict(type="int"),

@@ -37,6 +37,8 @@ def read_docker(params, job_id, image):
     try:
         client = DockerClient.from_params(params)
         out["host_info"] = {"ServerVersion": client.get_json("/version").get("Version", "")}
+        # docker run --init needs the engine's docker-init: its commit ("N/A" when dockerd cannot run it)
+        out["host_info"]["InitVersion"] = (client.get_json("/info").get("InitCommit") or {}).get("ID")
         out["can_talk_to_docker"] = True
         found = client.inspect_image(image) if image else None
         out["images"] = [{"Id": found["Id"], "Labels": (found.get("Config") or {}).get("Labels") or {}}] if found else []

@@ -67,6 +67,8 @@ def create_body(spec):
             "Config": {str(k): str(v) for k, v in (spec.get("log_options") or {}).items()},
         },
     }
+    if spec.get("init"):
+        host_config["Init"] = True
     if spec.get("ipc_mode"):
         host_config["IpcMode"] = spec["ipc_mode"]
     if spec.get("cap_add"):
@@ -158,6 +160,7 @@ def planned(spec):
         "memory": parse_bytes(spec["memory"]) if spec.get("memory") else 0,
         "cpuset_cpus": str(spec.get("cpuset_cpus") or ""),
         "restart_policy": spec.get("restart_policy") or "no",
+        "init": bool(spec.get("init")),
         "healthcheck": healthcheck_body(spec.get("healthcheck")),
         "state": "running",
     }
@@ -183,6 +186,7 @@ def observed(existing, image_env=()):
         "memory": host.get("Memory") or 0,
         "cpuset_cpus": host.get("CpusetCpus") or "",
         "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",
+        "init": bool(host.get("Init")),
         "healthcheck": config.get("Healthcheck"),
         "state": (existing.get("State") or {}).get("Status", ""),
     }

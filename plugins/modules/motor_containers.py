@@ -238,6 +238,10 @@ options:
         description: Restart policy name.
         type: str
         default: unless-stopped
+      init:
+        description: Docker's init as PID 1 (C(docker run --init)).
+        type: bool
+        default: false
       log_driver:
         description: Logging driver.
         type: str

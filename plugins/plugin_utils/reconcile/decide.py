@@ -169,7 +169,8 @@ def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
             "log_root": settings["log_root"], "weight_dir": weight_dir(plan_user_config(plan)),
             "extra_volumes": settings["extra_volumes"], "restart_policy": settings["restart_policy"],
             "log_max_size": settings["log_max_size"], "log_max_file": settings["log_max_file"], "mounts": mounts,
-            "driver_dir": settings["driver_dir"], "cpusets": settings.get("cpusets") or {}, **runtime_settings(settings)}
+            "driver_dir": settings["driver_dir"], "cpusets": settings.get("cpusets") or {}, "init": bool(settings.get("init")),
+            **runtime_settings(settings)}
 
 
 def _configmap(plan: dict, own: list, settings: dict, image_id: str, startup: dict, files: dict,

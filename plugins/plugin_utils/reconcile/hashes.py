@@ -25,6 +25,7 @@ def shared_spec(settings: dict, mounts: list, plan: dict) -> dict:
         "extra_volumes": settings["extra_volumes"],
         **({"runtime": runtime_settings(settings)} if any(runtime_settings(settings).values()) else {}),
         **({"cpusets": settings["cpusets"]} if settings.get("cpusets") else {}),  # reconcile/cpu_affinity.py
+        **({"init": True} if settings.get("init") else {}),
     }
 
 

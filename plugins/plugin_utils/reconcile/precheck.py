@@ -35,7 +35,7 @@ SETTING_NAMES = ("image", "config_root", "docker_min_version", "driver_dir", "hc
                  "env_functions", "extra_volumes")
 # Settings a caller may leave out (older playbooks of your own): short name -> the value then.
 OPTIONAL_SETTINGS = {"min_driver_version": "", "npu_log_dir": "", "coredump_dir": "", "engine_cap_add": [],
-                     "seccomp_profile": "", "engine_memory": "", "engine_cpu_affinity": "none"}
+                     "seccomp_profile": "", "engine_memory": "", "engine_cpu_affinity": "none", "init": False}
 
 
 class PrecheckError(ValueError):
@@ -155,6 +155,12 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
         if _version(version) < _version(settings["docker_min_version"]):
             problem("docker version", "%s is older than %s" % (version, settings["docker_min_version"]),
                     "upgrade the Docker engine")
+        # "N/A": dockerd could not run its docker-init; "" is a tini built without its git commit (Debian's)
+        if containers and settings.get("init") and (probe.get("host_info") or {}).get("InitVersion") == "N/A":
+            problem("docker init", "the Docker engine has no docker-init (docker info: init version N/A), which "
+                    "the containers run as PID 1 (motor_service_init)",
+                    "install tini as the engine's docker-init (Debian's docker.io depends on it; docker-ce ships "
+                    "it), or set motor_service_init: false")
         if containers:
             if not settings["image"]:
                 problem("image", "no image named",

@@ -49,7 +49,7 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     ``result`` is the reconcile result (config hash and parts labels), ``settings`` the role settings: image,
     command, job_id, log_root, weight_dir, mounts (engine mounts present on the container's host), driver_dir,
     extra_volumes,
-    restart_policy, log_max_size, log_max_file.
+    restart_policy, log_max_size, log_max_file, init (docker run --init).
     """
     name = container["name"]
     env = container.get("env") or {}
@@ -68,6 +68,8 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     volumes += list(settings.get("extra_volumes") or [])
     volumes += runtime_volumes(container, settings)
     plain_env, secret_env = split_env(env)
+    if settings.get("init"):  # docker-init (tini) signals the startup script's whole process group, not bash alone
+        plain_env = {**plain_env, "TINI_KILL_PROCESS_GROUP": "1"}
     options = runtime_options(container, settings)
     healer = host_healer_options(container)  # the per-host healer: the Docker socket, no capability (host_healer.py)
     volumes += healer.pop("volumes", [])
@@ -91,6 +93,7 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
         "shm_size": container.get("shm_size") or None,
         **options,
         "restart_policy": settings["restart_policy"],
+        "init": bool(settings.get("init")),
         "log_driver": "json-file",
         "log_options": {"max-size": str(settings["log_max_size"]), "max-file": str(settings["log_max_file"])},
         "group": container["tier"],  # containers of one tier start together on their host

@@ -46,7 +46,17 @@ def test_create_body_maps_every_field():
 def test_create_body_leaves_docker_defaults_when_empty():
     body = mc.create_body(dict(SPEC, ipc_mode=None, shm_size=None, stdin_open=False, command=[], devices=["/dev/x"]))
     assert "OpenStdin" not in body and "IpcMode" not in body["HostConfig"] and "ShmSize" not in body["HostConfig"] and "Cmd" not in body
+    assert "Init" not in body["HostConfig"]
     assert body["HostConfig"]["Devices"] == [{"PathOnHost": "/dev/x", "PathInContainer": "/dev/x", "CgroupPermissions": "rwm"}]
+
+
+def test_create_body_runs_docker_init_when_asked():
+    """docker run --init: the startup script's bash is no longer PID 1 (which ignores SIGTERM), so docker stop ends
+    the container at once instead of after its stop timeout; the diff shows it."""
+    spec = dict(SPEC, init=True)
+    assert mc.create_body(spec)["HostConfig"]["Init"] is True
+    assert mc.planned(spec)["init"] is True and mc.planned(SPEC)["init"] is False
+    assert mc.observed({"Config": {}, "HostConfig": {"Init": True}})["init"] is True
 
 
 @pytest.mark.parametrize("existing, action", [

@@ -174,6 +174,24 @@ def test_a_hosts_own_settings_win_for_that_host(plan):
     assert result["hosts"]["h1"]["mounts_present"] == ["/opt/Ascend/driver"]
 
 
+def test_a_docker_engine_without_docker_init_is_named_only_when_the_containers_run_one(plan):
+    def no_init(p):
+        p["host_info"]["InitVersion"] = "N/A"  # docker info's init version when the engine finds no docker-init
+
+    probes = probes_of(plan, h1=no_init)
+    assert judge(plan, probes)["problems"] == []  # the setting off (older callers): nothing to judge
+    overrides = {h: {"motor_service_init": True} for h in ("h1", "ctl")}
+    problems = judge(plan, probes, overrides)["problems"]
+    assert len(problems) == 1 and problems[0].startswith("h1: docker init: the Docker engine has no docker-init")
+    assert "motor_service_init: false" in problems[0]
+    assert judge(plan, probes_of(plan), overrides)["problems"] == []  # an engine that did not say: not judged
+
+    def debian_tini(p):
+        p["host_info"]["InitVersion"] = ""  # Debian's tini prints no git commit: docker info's init version is empty
+
+    assert judge(plan, probes_of(plan, h1=debian_tini), overrides)["problems"] == []
+
+
 def test_links_of_every_planned_npu():
     container = {"name": "job-p0-0", "host": "h1", "role": "prefill", "job_name": "job-p0", "npu_ids": [0, 1],
                  "ports": [], "configmap_path": "/etc/pymotor/job/job-p0-0", "mounts_profile": "engine"}

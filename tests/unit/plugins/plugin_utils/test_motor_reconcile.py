@@ -250,6 +250,11 @@ def test_container_spec_of_an_engine_and_of_the_controller():
     assert control_spec["stdin_open"] is True and spec["stdin_open"] is False
     assert not any(container_spec(c, result, SETTINGS)["stdin_open"] for c in plan["containers"]
                    if c["role"] != "controller")
+    # without the init setting (older callers) no docker-init; with it every container runs one that signals the
+    # startup script's whole process group
+    assert spec["init"] is False and "TINI_KILL_PROCESS_GROUP" not in spec["env"]
+    with_init = container_spec(engine, result, dict(SETTINGS, init=True))
+    assert with_init["init"] is True and with_init["env"]["TINI_KILL_PROCESS_GROUP"] == "1"
 
 
 def test_kv_pool_and_conductor_get_the_driver_only():
