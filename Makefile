@@ -49,6 +49,7 @@ unit: venv tools
 lint: venv
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint -q
+	$(BIN)/antsibull-changelog lint
 
 sanity: venv
 	bash scripts/run_sanity.sh
