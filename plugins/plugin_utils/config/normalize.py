@@ -124,9 +124,22 @@ def normalize(user_config, env_config=None, overrides=None, unknown_keys="warn")
     return output
 
 
+def _idle(engine: dict) -> str:
+    """`` (1 of 2 used by the engine, the rest idle but reserved)`` when the parallel sizes use fewer NPUs than the
+    pods reserve, else nothing."""
+    if engine.get("engine_type") == "sglang":  # its sizes are the pod's, and it warns itself (config/sglang.py)
+        return ""
+    try:
+        used = int(engine["dp"]) * int(engine["tp"]) * int(engine["pp"])
+        reserved = int(engine["pods"]) * int(engine["npus_per_pod"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return " (%d of %d used by the engine, the rest idle but reserved)" % (used, reserved) if used < reserved else ""
+
+
 def config_summary(config: dict) -> list:
     """What validate.yml shows of a normalized configuration, one line each."""
-    engines = ", ".join("%s %s x %s pod(s) x %s NPUs" % (role, e["count"], e["pods"], e["npus_per_pod"])
+    engines = ", ".join("%s %s x %s pod(s) x %s NPUs%s" % (role, e["count"], e["pods"], e["npus_per_pod"], _idle(e))
                         for role, e in (config.get("engines") or {}).items())
     return [
         "mode: %s" % config.get("mode"),

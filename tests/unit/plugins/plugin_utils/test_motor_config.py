@@ -17,7 +17,7 @@ import yaml
 
 from ansible_collections.pymotor.ascend.tests.unit.corpus_edit import deep_merge, set_path
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "configs"
@@ -141,6 +141,11 @@ def test_seed_pd_hybrid_summary():
     assert result["user_config"]["motor_coordinator_config"]["prefill_kv_event_config"]["model_path"] == "/mnt/weight/Qwen3-0.6B/"
     # env.json has no union section: the union env falls back to prefill's
     assert result["env"]["union"]["HCCL_BUFFSIZE"] == "200"
+    # the user document's hybrid pod reserves 2 NPUs for a tp 1 engine: no warning (upstream's examples do that), the
+    # summary says it
+    assert result["warnings"] == []
+    assert "instances: union 1 x 1 pod(s) x 2 NPUs (1 of 2 used by the engine, the rest idle but reserved)" in \
+        config_summary(result)
 
 
 def test_deepseek_decode_fills_two_pods():
