@@ -71,6 +71,13 @@ def ping_list(plan: dict, host: str, networks: dict) -> list:
     return out
 
 
+def ping_lists(plan: dict, networks: dict) -> dict:
+    """host -> ``ping_list`` of that host, for every engine host of the plan: worked out once on the controller for
+    all hosts (the reach step hands each host its list; each host templating its own read the controller's plan and
+    every host's discovery once per host: quadratic in the hosts)."""
+    return dict((host, ping_list(plan, host, networks)) for host in sorted({c["host"] for c in _engines(plan)}))
+
+
 def parse_ping(text: str) -> tuple | None:
     """(transmitted, received) from ``hccn_tool -i N -ping -g address X`` output (``3 packets transmitted,
     3 received, 0.00% packet loss``), None when there is no summary line."""

@@ -12,6 +12,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_reach
     host_pairs,
     parse_ping,
     ping_list,
+    ping_lists,
     reach_findings,
 )
 
@@ -70,6 +71,17 @@ def test_a_device_without_ip_is_left_out_of_the_pings():
 def test_the_filter_reads_the_device_ips_from_each_hosts_discovery():
     hostvars = {h: {"motor_service_docker": {"npu_network": n}} for h, n in NETWORKS.items()}
     assert motor_precheck_pings(PLAN, "a", hostvars) == ping_list(PLAN, "a", NETWORKS)
+
+
+def test_every_engine_hosts_pings_at_once_are_each_hosts_own_list():
+    # what the reach step works out once for the play: the same list each host would ask for, for every engine host
+    hostvars = {h: {"motor_service_docker": {"npu_network": n}} for h, n in NETWORKS.items()}
+    every = motor_precheck_pings(PLAN, None, hostvars)
+    assert every == ping_lists(PLAN, NETWORKS)
+    assert sorted(every) == ["a", "b", "c", "d"]  # e runs the controller only: no NPUs, no pings
+    for host in "abcd":
+        assert every[host] == ping_list(PLAN, host, NETWORKS)
+    assert len(every["a"]) == 8 and every["b"] == []
 
 
 def result(npu, peer_host, peer_npu, address, stdout, rc=0, stderr=""):
