@@ -282,9 +282,10 @@ class ContainerBuilder:
         entry["command"] = ["python3", "-u", f"{path}/{WATCHER_SCRIPT}", f"{path}/{WATCHER_CONFIG}"]
 
     def _listed(self, run):
-        """The ints of ``run`` (a ``range``) as a list made once per plan, never handed out itself: the pods of an
-        instance share their rank pool and its event and replay ports (hundreds at fleet size) and most other port
-        runs, so their lists copy references instead of making new ints."""
+        """The ints of ``run`` (a ``range``) as a list made once per plan: the pods of an instance share their rank
+        pool and its event and replay ports (hundreds at fleet size) and most other port runs, so their lists copy
+        references instead of making new ints. The rank pool's list is the plan's own: the containers and the
+        instance entries of one instance list the same (read-only) list, 256 ranks at 1024 A3 hosts."""
         listed = self._runs.get(run)
         if listed is None:
             listed = self._runs[run] = list(run)
@@ -337,7 +338,7 @@ class ContainerBuilder:
             "name": name, "host": host.name, "ip": host.ip, "role": role, "job_name": pod["job_name"],
             "instance": pod["instance"], "pod": pod["pod"], "tier": TIER_ENGINE, "npu_ids": list(pod["npu_ids"]),
             "devices": [f"/dev/davinci{n}:/dev/davinci{n}:rwm" for n in pod["npu_ids"]] + list(managers),
-            "dp_ranks": list(pod["dp_ranks"]), "rank_pool": list(self._listed(pod["rank_pool"])), "endpoints": endpoints,
+            "dp_ranks": list(pod["dp_ranks"]), "rank_pool": self._listed(pod["rank_pool"]), "endpoints": endpoints,
             "env": self._env(role, host, name, pod["job_name"], dict(extra, **hccl_env)),
             "ports": sorted(plist), "port_map": port_map, "user_config": uc,
             "shm_size": None if ipc_mode == "host" else ENGINE_SHM_SIZE,

@@ -305,7 +305,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
                     "dp": spec["dp"], "dp_local_per_pod": spec["dpl"], "npus_per_pod": spec["npus"],
                     "pods": [{"pod": p["pod"], "host": p["host"].name, "ip": p["host"].ip, "container": p["name"],
                               "npu_ids": list(p["npu_ids"]), "dp_ranks": list(p["dp_ranks"]),
-                              "rank_pool": list(self._listed(p["rank_pool"]))} for p in pods],
+                              "rank_pool": self._listed(p["rank_pool"])} for p in pods],
                 })
         coord = self.control["coordinator"]
         ctrl = self.control["controller"]
