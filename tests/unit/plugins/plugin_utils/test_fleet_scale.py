@@ -90,7 +90,6 @@ def test_ranges_judge_a_listing_as_the_url_lists_do(plans, seed, drop):
     assert missing_endpoints(body, ranges) == missing_endpoints(body, urls)
 
 
-
 def test_every_container_owns_its_user_config():
     """The user_configs are copies of one template (plan/fields.py ``from_template``) that share only their strings:
     a change to one container's dicts or lists reaches no other container's user_config."""
