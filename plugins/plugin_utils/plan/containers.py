@@ -21,7 +21,14 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import coordinator_api_keys
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hccl import HCCL_ENV
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import dig, ensure, env_str, json_copy
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import (
+    dig,
+    ensure,
+    env_str,
+    from_template,
+    json_copy,
+    json_template,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import natural_key
 
 
@@ -195,10 +202,10 @@ class ContainerBuilder:
         return {k: defaults[k] for k in sorted(defaults)}
 
     def build_containers(self):
-        # serialised once, parsed once per container: every container owns its copy
+        # serialised once, copied once per container (fields.from_template): every container owns its dicts
         with_keys = self._shared_user_config()
         coordinator_config = self._coordinator_user_config(json.dumps(with_keys))
-        shared = json.dumps(self._without_api_keys(with_keys))
+        shared = json_template(self._without_api_keys(with_keys))
         ports = self.shared_ports
         pool_ip = self.control["kv_pool"].ip if "kv_pool" in self.control else None
         conductor_ip = self.control["kv_conductor"].ip if "kv_conductor" in self.control else None
@@ -223,7 +230,7 @@ class ContainerBuilder:
                 "dp_ranks": [], "rank_pool": [], "endpoints": [],
                 "env": self._env(role, host, name, job_name, extra),
                 "ports": sorted(plist), "port_map": port_map,
-                "user_config": coordinator_config if role == "coordinator" else json.loads(shared),
+                "user_config": coordinator_config if role == "coordinator" else from_template(shared),
                 "shm_size": None if ipc_mode == "host" else CONTROL_SHM_SIZE,
                 "ipc_mode": ipc_mode, "mounts_profile": "kv" if role in KV_DRIVER_ROLES else "control",
                 "needs_weights": needs_weights,
@@ -274,12 +281,22 @@ class ContainerBuilder:
         path = entry["configmap_path"]
         entry["command"] = ["python3", "-u", f"{path}/{WATCHER_SCRIPT}", f"{path}/{WATCHER_CONFIG}"]
 
+    def _listed(self, run):
+        """The ints of ``run`` (a ``range``) as a list made once per plan: the pods of an instance share their rank
+        pool and its event and replay ports (hundreds at fleet size) and most other port runs, so their lists copy
+        references instead of making new ints. The rank pool's list is the plan's own: the containers and the
+        instance entries of one instance list the same (read-only) list, 256 ranks at 1024 A3 hosts."""
+        listed = self._runs.get(run)
+        if listed is None:
+            listed = self._runs[run] = list(run)
+        return listed
+
     def _engine_container(self, pod, shared, managers, extra, ipc_mode):
         role = pod["role"]
         spec = self.engines[role]
         host = pod["host"]
         name = pod["name"]
-        uc = json.loads(shared)
+        uc = from_template(shared)
         section = ensure(uc, spec["section"])
         nm_cfg = ensure(section, "motor_nodemanger_config")
         ensure(nm_cfg, "api_config")["node_manager_port"] = pod["node_manager"]
@@ -288,7 +305,7 @@ class ContainerBuilder:
         old_rpc = engine_config.get("data_parallel_rpc_port")
         engine_config["data_parallel_rpc_port"] = str(pod["dp_rpc"]) if isinstance(old_rpc, str) else pod["dp_rpc"]
         plist = [pod["node_manager"], pod["dp_rpc"]]
-        plist.extend(range(pod["engine_base"], pod["engine_base"] + 2 * spec["dpl"]))
+        plist.extend(self._listed(range(pod["engine_base"], pod["engine_base"] + 2 * spec["dpl"])))
         port_map = {"node_manager": pod["node_manager"], "engine_base": pod["engine_base"], "dp_rpc": pod["dp_rpc"]}
         if pod["kv_port"] is not None:
             target = engine_config
@@ -296,21 +313,21 @@ class ContainerBuilder:
                 target = target[key]
             old = target.get("kv_port")
             target["kv_port"] = pod["kv_port"] if isinstance(old, int) and not isinstance(old, bool) else str(pod["kv_port"])
-            plist.extend(range(pod["kv_port"], pod["kv_port"] + spec["npus"]))
+            plist.extend(self._listed(range(pod["kv_port"], pod["kv_port"] + spec["npus"])))
             port_map["kv"] = pod["kv_port"]
         if pod["kv_events"] is not None:
             kec = ensure(engine_config, "kv_events_config")
             prefix = spec["events"]["endpoint"][0]
             kec["endpoint"] = f"{prefix}:{pod['kv_events']}"
             pool = pod["rank_pool"]  # a range: base + any rank of the instance
-            plist.extend(range(pod["kv_events"] + pool.start, pod["kv_events"] + pool.stop))
+            plist.extend(self._listed(range(pod["kv_events"] + pool.start, pod["kv_events"] + pool.stop)))
             port_map["kv_events"] = pod["kv_events"]
             if pod["kv_events_replay"] is not None:
                 kec["replay_endpoint"] = f"{spec['events']['replay'][0]}:{pod['kv_events_replay']}"
-                plist.extend(range(pod["kv_events_replay"] + pool.start, pod["kv_events_replay"] + pool.stop))
+                plist.extend(self._listed(range(pod["kv_events_replay"] + pool.start, pod["kv_events_replay"] + pool.stop)))
                 port_map["kv_events_replay"] = pod["kv_events_replay"]
         hccl_ports, hccl_map, hccl_env = self.hccl_of(pod)
-        plist.extend(hccl_ports)
+        plist.extend(self._listed(hccl_ports))
         port_map.update(hccl_map)
         endpoints = [
             {"dp_rank": rank, "local_index": i, "service_port": pod["engine_base"] + 2 * i,
@@ -321,7 +338,7 @@ class ContainerBuilder:
             "name": name, "host": host.name, "ip": host.ip, "role": role, "job_name": pod["job_name"],
             "instance": pod["instance"], "pod": pod["pod"], "tier": TIER_ENGINE, "npu_ids": list(pod["npu_ids"]),
             "devices": [f"/dev/davinci{n}:/dev/davinci{n}:rwm" for n in pod["npu_ids"]] + list(managers),
-            "dp_ranks": list(pod["dp_ranks"]), "rank_pool": list(pod["rank_pool"]), "endpoints": endpoints,
+            "dp_ranks": list(pod["dp_ranks"]), "rank_pool": self._listed(pod["rank_pool"]), "endpoints": endpoints,
             "env": self._env(role, host, name, pod["job_name"], dict(extra, **hccl_env)),
             "ports": sorted(plist), "port_map": port_map, "user_config": uc,
             "shm_size": None if ipc_mode == "host" else ENGINE_SHM_SIZE,

@@ -58,6 +58,6 @@ class HcclPorts:
 
     @staticmethod
     def hccl_of(pod):
-        """(ports, port_map entry, env) of a pod's HCCL range."""
+        """(ports as a ``range``, port_map entry, env) of a pod's HCCL range."""
         base = pod["hccl"]
-        return list(range(base, base + HCCL_PORT_RANGE)), {HCCL_LABEL: base}, {HCCL_ENV: str(base)}
+        return range(base, base + HCCL_PORT_RANGE), {HCCL_LABEL: base}, {HCCL_ENV: str(base)}

@@ -142,6 +142,8 @@ class Host:
                 return True
         if any(lo <= end and hi >= start for lo, hi, _owner in self.spans):
             return True
+        if len(self.ports) <= end - start:  # the event-base search asks for whole rank pools: mostly few ports taken
+            return any(start <= port <= end for port in self.ports)
         return not self.ports.keys().isdisjoint(range(start, end + 1))
 
     def owner(self, port):

@@ -135,6 +135,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
         self._env_warned = set()
         self._host_index = {h.name: h for h in self.hosts}
         self._host_ports = {}  # host -> its containers' ports, sorted (check_invariant)
+        self._runs = {}  # range -> its ints as a list, made once (ContainerBuilder._listed)
         # the current placement (sticky scale / reconfigure): name -> {host, npu_ids, port_map}
         self.previous = previous if isinstance(previous, dict) else {}
         self.kept = set()  # (role, instance) of the engine instances kept where previous puts them
@@ -304,7 +305,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
                     "dp": spec["dp"], "dp_local_per_pod": spec["dpl"], "npus_per_pod": spec["npus"],
                     "pods": [{"pod": p["pod"], "host": p["host"].name, "ip": p["host"].ip, "container": p["name"],
                               "npu_ids": list(p["npu_ids"]), "dp_ranks": list(p["dp_ranks"]),
-                              "rank_pool": list(p["rank_pool"])} for p in pods],
+                              "rank_pool": self._listed(p["rank_pool"])} for p in pods],
                 })
         coord = self.control["coordinator"]
         ctrl = self.control["controller"]

@@ -88,3 +88,23 @@ def test_ranges_judge_a_listing_as_the_url_lists_do(plans, seed, drop):
     ranges, urls = kv_endpoint_ranges(plan), expected_kv_endpoints(plan)
     assert condition_met("endpoints", 200, body, ranges) is condition_met("endpoints", 200, body, urls) is (drop == 0)
     assert missing_endpoints(body, ranges) == missing_endpoints(body, urls)
+
+
+def test_every_container_owns_its_user_config():
+    """The user_configs are copies of one template (plan/fields.py ``from_template``) that share only their strings:
+    a change to one container's dicts or lists reaches no other container's user_config."""
+    plan = fleet_plan(64)
+    engines = [c for c in plan["containers"] if c["role"] in ("prefill", "decode")]
+    before = [json.dumps(c["user_config"], sort_keys=True) for c in engines]
+    changed = engines[0]["user_config"]
+    for section in changed.values():
+        if isinstance(section, dict):
+            for value in list(section.values()):
+                if isinstance(value, dict):
+                    value["changed"] = True
+                elif isinstance(value, list):
+                    value.append("changed")
+            section["changed"] = True
+    assert json.dumps(changed, sort_keys=True) != before[0]
+    assert [json.dumps(c["user_config"], sort_keys=True) for c in engines[1:]] == before[1:]
+    assert all(p["rank_pool"] == list(range(inst["dp"])) for inst in plan["instances"] for p in inst["pods"])
