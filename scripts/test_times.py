@@ -16,13 +16,14 @@ from pathlib import Path
 DURATION_ROW = re.compile(r"^(\d+\.\d+)s (setup|call|teardown)\s+(\S+)$")
 
 
-def part_rows(log_dir: Path) -> list[tuple[str, str, int, int]]:
-    """(part, result, seconds, seconds since the parts started) in the order the parts ended."""
+def part_rows(log_dir: Path) -> list[tuple[str, str, int, int, str]]:
+    """(part, result, seconds, seconds since the parts started, CPU seconds or "-") in the order the parts ended (a
+    status file written before the CPU column has none: "-")."""
     rows = []
     status = log_dir / ".status"
     for line in status.read_text(encoding="utf-8").splitlines() if status.exists() else []:
-        name, result, seconds, ended = line.split("|")
-        rows.append((name, result, int(seconds), int(ended)))
+        name, result, seconds, ended, *cpu = line.split("|")
+        rows.append((name, result, int(seconds), int(ended), cpu[0] if cpu else "-"))
     return rows
 
 
@@ -39,11 +40,11 @@ def duration_rows(log_dir: Path) -> list[tuple[float, str, str, str]]:
 
 def markdown(log_dir: Path, top: int) -> str:
     parts = part_rows(log_dir)
-    out = ["| part | result | seconds | ended at (s) |", "|---|---|---|---|"]
-    out += [f"| {name} | {result} | {seconds} | {ended} |" for name, result, seconds, ended in parts]
+    out = ["| part | result | seconds | ended at (s) | CPU s |", "|---|---|---|---|---|"]
+    out += [f"| {name} | {result} | {seconds} | {ended} | {cpu} |" for name, result, seconds, ended, cpu in parts]
     if parts:
-        busy = sum(seconds for _, _, seconds, _ in parts)
-        out.append(f"\nAll parts ended after {max(e for *_, e in parts)} s; {busy} s of part time in all.")
+        busy = sum(row[2] for row in parts)
+        out.append(f"\nAll parts ended after {max(row[3] for row in parts)} s; {busy} s of part time in all.")
     durations = sorted(duration_rows(log_dir), reverse=True)
     out += ["", f"Slowest {min(top, len(durations))} tests and fixtures (pytest `--durations`; a `setup` row is the "
                 "module-scoped fixture, usually a simulated cluster):", "",
