@@ -1,10 +1,9 @@
 """playbooks/benchmark.yml against the real coordinator and conductor (conformance image, fake engines with the
 stand-in's performance model): 4 prefill engines (by default 2 prefill instances x DP 2 of the seed pd_separation
 config, on 2 simulated hosts; MOTOR_BENCH_P_INSTANCES=4: 4 prefill instances x DP 1 on 4 simulated hosts, as the
-upstream KV-event ports allow one publishing pod of a DP rank per host), the first MOTOR_BENCH_REQUESTS (default 1000: with 500, a
-loaded CI machine once saw load_balance hit more than kv_cache_affinity, 0.044 against 0.027; 1000 gave 0.025 against
-0.088)
-requests of ../shared/traces' Mooncake trace, load_balance vs kv_cache_affinity in one command, the job's own
+upstream KV-event ports allow one publishing pod of a DP rank per host), the first MOTOR_BENCH_REQUESTS
+(default 1000: with 500, a loaded CI machine once saw load_balance hit more than kv_cache_affinity, 0.044 against
+0.027; 1000 gave 0.025 against 0.088) requests of ../shared/traces' Mooncake trace, load_balance vs kv_cache_affinity in one command, the job's own
 settings restored, the HTML page rendered by a real headless Chromium when one is installed. Evidence (the comparison table, the reports) in tests/output/."""
 
 from __future__ import annotations
