@@ -62,6 +62,8 @@ def host_settings(defaults: dict, overrides: dict) -> dict:
            for short in SETTING_NAMES}
     for short, value in OPTIONAL_SETTINGS.items():
         out[short] = overrides.get(prefix + short, defaults.get(prefix + short, value))
+    # a bool the specs, the hash and the precheck read as such: -e motor_service_init=false is the string "false"
+    out["init"] = truthy(out["init"])
     return out
 
 

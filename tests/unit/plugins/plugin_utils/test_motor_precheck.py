@@ -190,6 +190,9 @@ def test_a_docker_engine_without_docker_init_is_named_only_when_the_containers_r
         p["host_info"]["InitVersion"] = ""  # Debian's tini prints no git commit: docker info's init version is empty
 
     assert judge(plan, probes_of(plan, h1=debian_tini), overrides)["problems"] == []
+    # a string from the command line (-e motor_service_init=false) is read as Ansible's bool filter reads it
+    assert judge(plan, probes, {h: {"motor_service_init": "false"} for h in ("h1", "ctl")})["problems"] == []
+    assert host_settings(DEFAULTS, {"motor_service_init": "yes"})["init"] is True
 
 
 def test_links_of_every_planned_npu():
