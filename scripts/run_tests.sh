@@ -175,6 +175,11 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 
 echo "[test] all parts ended after $(( SECONDS - tests_start )) s:"
 column -t -s'|' -N part,result,seconds,ended_at,cpu_s "$status_file" 2>/dev/null || cat "$status_file"
+# CI keeps only the tail of the output: the failing tests of each failed part again, after the table
+for failed in $(awk -F'|' '$2 == "FAILED" {print $1}' "$status_file"); do
+  echo "[test] $failed failed; its failing tests ($logs/$failed.log has all):"
+  grep -E '^(FAILED|ERROR) ' "$logs/$failed.log" | cut -c1-400 | head -8 | grep . || tail -n 5 "$logs/$failed.log"
+done
 ended=$(wc -l <"$status_file" 2>/dev/null || echo 0)
 if [ "$ended" -ne "$(wc -l <"$queue")" ]; then  # a worker that died must not pass for a part that passed
   echo "[test] only $ended of $(wc -l <"$queue") parts reported an end"

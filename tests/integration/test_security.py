@@ -221,7 +221,7 @@ def test_management_endpoints_bind_the_host_address(cluster):
         # the Docker SDK's exec_run has returned an empty output under heavy load once: read until we get the file
         raw = wait_for(lambda: (lambda r: r[1] if r[0] == 0 and r[1].strip() else "")(
             simctl.host_exec(container["host"], f"cat {container['configmap_path']}/user_config.json")),
-            timeout=20, interval=1, what=f"{container['name']}/user_config.json")
+            timeout=60, interval=1, what=f"{container['name']}/user_config.json")
         user = json.loads(raw)
         binds = [user["motor_controller_config"].get("api_config", {}).get("controller_api_host"),
                  user["motor_coordinator_config"].get("api_config", {}).get("coordinator_api_host")]

@@ -141,8 +141,8 @@ def test_deploy_waits_over_https(cluster):
     assert "the coordinator reports ready" in cluster["deploy"].stdout
     ip, certs = ctl(cluster)["ip"], cluster["certs"]
     for port in (2026, 1026):  # controller API, coordinator management
-        with pytest.raises(requests.exceptions.ConnectionError):
-            requests.get(f"http://{ip}:{port}/readiness", timeout=5)
+        with pytest.raises(requests.exceptions.ConnectionError):  # a read timeout is no ConnectionError: 30 s
+            requests.get(f"http://{ip}:{port}/readiness", timeout=30)
         assert https(cluster, "GET", f"https://{ip}:{port}/readiness")[0] == 200
     assert certs.is_dir()
 
