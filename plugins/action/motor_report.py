@@ -2,12 +2,13 @@
 # Copyright: (c) 2025, pymotor.ascend contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The end of a deploy, on the controller: stop when more hosts did not finish their tier steps than allowed, else
-go on without them (what to wait for), or the summary."""
+go on without them (what to wait for), or the summary (printed with the decision's changes)."""
 
 from __future__ import annotations
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import readiness_checks
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import change_table
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import (
     exceeded,
     left_out,
@@ -50,7 +51,10 @@ class ActionModule(EntryPoint):
                 for c in gone["containers"]:
                     left.setdefault(c["host"], {})[c["name"]] = "left-out"
                 states.append(left)
-            return {"summary": deploy_summary(plan, states), "incomplete": gone["message"] if gone else ""}
+            summary = deploy_summary(plan, states)
+            # one task prints both (a task of its own per block cost every deploy a worker process each)
+            self.show_lines(list(summary) + change_table(decision["reconcile"]).splitlines())
+            return {"summary": summary, "incomplete": gone["message"] if gone else ""}
         down = sorted(set(unfinished_hosts(decision, runs)) | set(args["down"]))
         if not down:
             return {}

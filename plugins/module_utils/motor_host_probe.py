@@ -18,6 +18,7 @@ import shutil
 import socket
 import struct
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import (
     DockerClient,
@@ -26,6 +27,8 @@ from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import
 )
 
 LISTEN = "0A"
+# npu-smi and hccn_tool queries at once (read-only; 3 per NPU: 48 on an A3 host one after the other took seconds)
+QUERY_THREADS = 8
 
 
 # The fields of a container's inspection that verify reads (plugin_utils/operations/verify.py observed_from_probes).
@@ -161,6 +164,15 @@ def _run(argv):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def _each(work, items):
+    """[work(item) for item in items], the items at the same time (each waits on a tool process), in their order."""
+    items = list(items)
+    if len(items) < 2:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(QUERY_THREADS, len(items))) as pool:
+        return list(pool.map(work, items))
+
+
 def parse_npu_smi(mapping_out, info_out):
     """NPU (device) id -> health from `npu-smi info -m` (NPU/chip -> logic id) and `npu-smi info` (pure)."""
     logic = {}
@@ -225,15 +237,14 @@ def npu_topo():
 
 
 def link_states(npu_ids, hccn_tool):
-    links = {}
-    for npu in npu_ids:
+    def link(npu):
         if not os.path.exists(hccn_tool):
-            links[str(npu)] = "hccn_tool not found"
-            continue
+            return "hccn_tool not found"
         rc, out, err = _run([hccn_tool, "-i", str(npu), "-link", "-g"])
         match = re.search(r"link status:\s*(\w+)", out)
-        links[str(npu)] = match.group(1) if rc == 0 and match else (out + err).strip() or "rc %d" % rc
-    return links
+        return match.group(1) if rc == 0 and match else (out + err).strip() or "rc %d" % rc
+
+    return dict(zip([str(npu) for npu in npu_ids], _each(link, npu_ids)))
 
 
 def parse_ip(out):
@@ -250,19 +261,19 @@ def parse_tls(out):
 
 def npu_network(npu_ids, hccn_tool):
     """NPU id -> {ip, tls} as hccn_tool reports them (read-only ``-g`` queries); the tool's error when it fails."""
-    out = {}
-    for npu in npu_ids:
-        entry = out.setdefault(str(npu), {})
+    def network(npu):
         if not os.path.exists(hccn_tool):
-            entry.update(ip="", tls="", error="hccn_tool not found")
-            continue
+            return {"ip": "", "tls": "", "error": "hccn_tool not found"}
+        entry = {}
         rc, text, err = _run([hccn_tool, "-i", str(npu), "-ip", "-g"])
         entry["ip"] = parse_ip(text) if rc == 0 else ""
         if rc != 0 or not entry["ip"]:
             entry["error"] = (text + err).strip() or "rc %d" % rc
         rc, text, err = _run([hccn_tool, "-i", str(npu), "-tls", "-g"])
         entry["tls"] = parse_tls(text) if rc == 0 else ""
-    return out
+        return entry
+
+    return dict(zip([str(npu) for npu in npu_ids], _each(network, npu_ids)))
 
 
 def parse_version_info(text):
@@ -312,8 +323,14 @@ def probe(params, check_mode=False, diff=False):
     interfaces, default_interface = read_interfaces()
     devices = sorted(int(p[len("/dev/davinci"):]) for p in glob.glob("/dev/davinci[0-9]*")
                      if p[len("/dev/davinci"):].isdigit())
-    health, npu_error = npu_health() if devices else ({}, "")
-    topo, topo_error = npu_topo() if devices else ({}, "")
+    # the NPU tools' queries, each group's at the same time as the others' (read-only)
+    links_on = bool(params["links"] and devices)
+    (health, npu_error), (topo, topo_error), links, network = _each(lambda read: read(), [
+        lambda: npu_health() if devices else ({}, ""),
+        lambda: npu_topo() if devices else ({}, ""),
+        lambda: link_states(devices, params["hccn_tool"]) if links_on else {},
+        lambda: npu_network(devices, params["hccn_tool"]) if links_on else {},
+    ])
     result.update(
         changed=False,
         euid=os.geteuid(),  # the precheck skips what only root can read when this is not 0 (no become)
@@ -321,8 +338,8 @@ def probe(params, check_mode=False, diff=False):
         npu_health=health,
         npu_error=npu_error,
         listening=listening_ports(),
-        links=link_states(devices, params["hccn_tool"]) if params["links"] and devices else {},
-        npu_network=npu_network(devices, params["hccn_tool"]) if params["links"] and devices else {},
+        links=links,
+        npu_network=network,
         versions=driver_versions(params["driver_dir"]) if devices else {},
         npu_topo={"cpus": topo, "online": _read("/sys/devices/system/cpu/online").strip(), "error": topo_error}
         if devices else {},

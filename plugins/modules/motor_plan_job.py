@@ -25,8 +25,9 @@ description:
     neither them nor an IP address in C(ansible_host). A value the inventory sets always wins.
   - Without O(discovery), C(motor_nic) defaults to the cached fact C(ansible_default_ipv4.interface), else C(eth0), and
     a host whose C(ansible_host) is a DNS name needs C(motor_host_ip) (one problem per host).
-  - "On success sets the fact C(motor_plan_result) (never shown: user_config holds secrets); on failure fails once, listing
-    every problem once as C(<path>: <what> (<hint>))."
+  - "On success prints the plan's table (hosts, NPUs and ports of every container) and sets the fact
+    C(motor_plan_result) (never shown: user_config holds secrets); on failure fails once, listing every problem once
+    as C(<path>: <what> (<hint>))."
 extends_documentation_fragment:
   - pymotor.ascend.controller_action
 options:
@@ -44,6 +45,11 @@ options:
     description: Root of the config directories on the hosts (CONFIGMAP_PATH is C(<config_root>/<job_id>/<container>)).
     type: path
     default: /etc/pymotor
+  output:
+    description:
+      - Where to write the plan as JSON on the controller, every secret-looking value masked, mode C(0600); written
+        only when its content or mode differs (then the task reports changed), not at all in check mode.
+    type: path
 """
 
 EXAMPLES = r"""
@@ -51,6 +57,7 @@ EXAMPLES = r"""
   pymotor.ascend.motor_plan_job:
     config: "{{ motor_normalized_config }}"
     discovery: motor_service_docker
+    output: motor_plan.json
 """
 
 RETURN = r"""
@@ -58,6 +65,11 @@ ansible_facts:
   description: C(motor_plan_result), the plan (see the P(pymotor.ascend.motor_plan#filter) filter).
   returned: success
   type: dict
+dest:
+  description: The absolute path of the plan file.
+  returned: when O(output) is given
+  type: str
+  sample: /home/ops/job/motor_plan.json
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -65,7 +77,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main():
     module = AnsibleModule(argument_spec=dict(config=dict(type="dict", required=True), discovery=dict(type="str"),
-                           previous=dict(type="dict"), config_root=dict(type="path", default="/etc/pymotor")), supports_check_mode=True)
+                           previous=dict(type="dict"), config_root=dict(type="path", default="/etc/pymotor"),
+                                              output=dict(type="path")), supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_plan_job runs as an action plugin on the controller")
 
 

@@ -20,8 +20,9 @@ description:
     fails naming the hosts and what needs them if they are more than O(max_fail_percentage) of the hosts or no
     engine instance is left without them; else sets the fact C(motor_decision) to the decision without what needs
     them.
-  - With O(summary), returns the summary table of every planned container with its state (the discovery, then the
-    hosts' last runs, then O(states)).
+  - With O(summary), prints and returns the summary table of every planned container with its state (the discovery,
+    then the hosts' last runs, then O(states)), and prints after it which containers the run created, restarted or
+    removed, and why (one task for what the deploy reports at its end).
 extends_documentation_fragment:
   - pymotor.ascend.controller_action
 options:
@@ -42,7 +43,9 @@ options:
     type: dict
     default: {}
   summary:
-    description: Return the summary lines (left-out containers with the state C(left out)) and C(incomplete).
+    description:
+      - Print and return the summary lines (left-out containers with the state C(left out)) and C(incomplete), then
+        print the decision's changes.
     type: bool
     default: false
   down:
