@@ -53,7 +53,7 @@ class ActionModule(EntryPoint):
                 states.append(left)
             summary = deploy_summary(plan, states)
             # one task prints both (a task of its own per block cost every deploy a worker process each)
-            self.show_lines(list(summary) + change_table(decision["reconcile"]).splitlines())
+            self.show_lines(list(summary) + change_table(decision.get("reconcile") or {}).splitlines())
             return {"summary": summary, "incomplete": gone["message"] if gone else ""}
         down = sorted(set(unfinished_hosts(decision, runs)) | set(args["down"]))
         if not down:

@@ -76,9 +76,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(config=dict(type="dict", required=True), discovery=dict(type="str"),
-                           previous=dict(type="dict"), config_root=dict(type="path", default="/etc/pymotor"),
-                                              output=dict(type="path")), supports_check_mode=True)
+    spec = dict(config=dict(type="dict", required=True), discovery=dict(type="str"), previous=dict(type="dict"),
+                config_root=dict(type="path", default="/etc/pymotor"), output=dict(type="path"))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_plan_job runs as an action plugin on the controller")
 
 
