@@ -27,7 +27,7 @@ from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import
 )
 
 LISTEN = "0A"
-# npu-smi and hccn_tool queries at once (read-only; 3 per NPU: 48 on an A3 host one after the other took seconds)
+# hccn_tool queries at once (read-only; 3 per NPU: 48 on an A3 host one after the other took seconds)
 QUERY_THREADS = 8
 
 
@@ -323,13 +323,13 @@ def probe(params, check_mode=False, diff=False):
     interfaces, default_interface = read_interfaces()
     devices = sorted(int(p[len("/dev/davinci"):]) for p in glob.glob("/dev/davinci[0-9]*")
                      if p[len("/dev/davinci"):].isdigit())
-    # the NPU tools' queries, each group's at the same time as the others' (read-only)
+    # the NPU tools' queries (read-only): npu-smi's beside hccn_tool's, which run QUERY_THREADS at a time
     links_on = bool(params["links"] and devices)
-    (health, npu_error), (topo, topo_error), links, network = _each(lambda read: read(), [
+    (health, npu_error), (topo, topo_error), (links, network) = _each(lambda read: read(), [
         lambda: npu_health() if devices else ({}, ""),
         lambda: npu_topo() if devices else ({}, ""),
-        lambda: link_states(devices, params["hccn_tool"]) if links_on else {},
-        lambda: npu_network(devices, params["hccn_tool"]) if links_on else {},
+        lambda: (link_states(devices, params["hccn_tool"]), npu_network(devices, params["hccn_tool"]))
+        if links_on else ({}, {}),
     ])
     result.update(
         changed=False,
