@@ -21,7 +21,10 @@ Stable Python API (import with ``sys.path`` pointing at ``tests/sim``, then ``im
     Remove the prefix's containers, volumes and network (only objects labelled with it). Idempotent.
 ``load_image(prefix, image) -> list[str]``
     Copy one image (or a list) from this machine's engine into every host of the prefix that lacks
-    that image id: ``docker save`` once, ``docker load`` into the hosts in parallel. Returns the
+    that image id. A fresh host (no image, no container yet: what ``up`` makes) gets them from a seed:
+    a volume holding a Docker data root with exactly those images loaded, made once per set of image
+    ids, whose layer files are hard-linked into the host's data root (its dockerd restarted to read
+    them). Other hosts: ``docker save`` once, ``docker load`` into the hosts in parallel. Returns the
     names of the hosts that were loaded.
 ``host_exec(name, cmd, environment=None) -> (int, str)``
     Run ``cmd`` (a shell string, or an argv list) in a host; return exit code and combined output.
@@ -44,6 +47,8 @@ import argparse
 import contextlib
 import fcntl
 import functools
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -194,19 +199,21 @@ def _start_host(name: str, hardware: str, prefix: str, image_tag: str, network, 
         _remove_container(old)
     labels = {LABEL: prefix}
     volume = client().volumes.create(f"{name}-docker", labels=labels)
-    # Docker-in-Docker without --privileged (which fails on these machines): every capability
-    # the bounding set allows, no seccomp/apparmor, all device cgroups, host cgroupfs, and a
-    # real volume for /var/lib/docker so overlay2 works inside.
     client().containers.run(
         image_tag, detach=True, name=name, hostname=name, network=network.name,
         environment={"SIM_HARDWARE": hardware, "SIM_NIC": nic},
-        labels={**labels, HARDWARE_LABEL: hardware, NIC_LABEL: nic},
-        cap_add=["ALL"], cap_drop=["SYS_RESOURCE"],
-        security_opt=["seccomp=unconfined", "apparmor=unconfined"],
-        device_cgroup_rules=["a *:* rwm"],
-        volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
-                 volume.name: {"bind": "/var/lib/docker", "mode": "rw"}},
-    )
+        labels={**labels, HARDWARE_LABEL: hardware, NIC_LABEL: nic}, **_dind_options(volume.name))
+
+
+def _dind_options(volume: str) -> dict:
+    """Docker-in-Docker without --privileged (which fails on these machines): every capability
+    the bounding set allows, no seccomp/apparmor, all device cgroups, host cgroupfs, and a
+    real volume for /var/lib/docker so overlay2 works inside."""
+    return {"cap_add": ["ALL"], "cap_drop": ["SYS_RESOURCE"],
+            "security_opt": ["seccomp=unconfined", "apparmor=unconfined"],
+            "device_cgroup_rules": ["a *:* rwm"],
+            "volumes": {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
+                        volume: {"bind": "/var/lib/docker", "mode": "rw"}}}
 
 
 def _wait_ready(name: str, timeout: float = READY_TIMEOUT) -> None:
@@ -328,14 +335,24 @@ def _load_into(name: str, archive: Path) -> None:
         raise RuntimeError(f"docker load into {name} failed: {result.stderr.strip()}")
 
 
+def _is_fresh(name: str) -> bool:
+    rc, out = host_exec(name, ["docker", "info", "--format", "{{.Images}} {{.Containers}}"])
+    return rc == 0 and out.split() == ["0", "0"]
+
+
 def load_image(prefix: str, image: str | list[str]) -> list[str]:
     """Load images into the prefix's hosts that lack them; return the hosts that were loaded."""
-    loaded = set()
-    for ref in [image] if isinstance(image, str) else image:
-        wanted_id = client().images.get(ref).id
-        names = [h["name"] for h in hosts(prefix)]
-        have = _parallel(functools.partial(_host_image_id, image=ref), names)
-        missing = [n for n, image_id in zip(names, have, strict=True) if image_id != wanted_id]
+    refs = [image] if isinstance(image, str) else list(image)
+    wanted = {ref: client().images.get(ref).id for ref in refs}
+    names = [h["name"] for h in hosts(prefix)]
+    lacking = [n for n in names
+               if any(_host_image_id(n, ref) != image_id for ref, image_id in wanted.items())]
+    fresh = [n for n, is_fresh in zip(lacking, _parallel(_is_fresh, lacking), strict=True) if is_fresh]
+    if fresh:
+        _seed_hosts(fresh, wanted)
+    loaded = set(fresh)
+    for ref, image_id in wanted.items():
+        missing = [n for n in lacking if n not in fresh and _host_image_id(n, ref) != image_id]
         if not missing:
             continue
         with tempfile.TemporaryDirectory(prefix="pymotor-sim-") as tmp:
@@ -344,6 +361,99 @@ def load_image(prefix: str, image: str | list[str]) -> list[str]:
             _parallel(functools.partial(_load_into, archive=archive), missing)
         loaded.update(missing)
     return sorted(loaded)
+
+
+# ------------------------------------------------------------------------------ image seeds
+# A `docker load` into every simulated host of every test module's cluster cost about 11 CPU s per host and 6 s per
+# `docker save` for the 288 MB stand-in image (more for the 740 MB conformance image): a large share of a CPU-bound
+# suite. A seed is loaded once per set of image ids and machine; a fresh host's data root then gets a copy of the
+# seed's image metadata and hard links to its layer files (0.5 CPU s). Hard links are safe here: the layers are
+# overlayfs lower directories, never written in place (a container's writes go to its own upper directory), and a
+# host that removes an image only unlinks its own names.
+SEED_PREFIX = "pymotor-sim-seed"
+SEED_KEY_LABEL = "pymotor.sim.seed"
+SEED_IMAGES_LABEL = "pymotor.sim.seed.images"
+SEED_MARKER = ".pymotor-seed-complete"
+
+
+def _in_volumes(script: str, environment: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``script`` in a throwaway container that sees every volume of this engine under /vols (one mount, so
+    hard links between two volumes work: link(2) refuses to cross mounts)."""
+    root = client().info()["DockerRootDir"]
+    container = client().containers.run(
+        ensure_host_image(), entrypoint=["sh", "-c", script], environment=environment or {}, detach=True,
+        network_mode="none", labels={LABEL: SEED_PREFIX},
+        volumes={f"{root}/volumes": {"bind": "/vols", "mode": "rw"}})
+    try:
+        rc = container.wait()["StatusCode"]
+        return rc, container.logs().decode(errors="replace")
+    finally:
+        container.remove(force=True)
+
+
+def _ensure_seed(wanted: dict[str, str]) -> str:
+    """The seed volume holding exactly these images (made under a machine-wide lock when missing)."""
+    host_id = client().images.get(ensure_host_image()).id
+    key = hashlib.sha256("\n".join([host_id, *sorted(set(wanted.values()))]).encode()).hexdigest()[:16]
+    name = f"{SEED_PREFIX}-{key}"
+    with open(Path(tempfile.gettempdir()) / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _in_volumes(f'test -f "/vols/{name}/_data/{SEED_MARKER}"')[0] == 0:
+            return name
+        _remove_stale_seeds()
+        with contextlib.suppress(docker.errors.NotFound):
+            client().volumes.get(name).remove(force=True)
+        volume = client().volumes.create(name, labels={LABEL: SEED_PREFIX, SEED_KEY_LABEL: key,
+                                                        SEED_IMAGES_LABEL: ",".join([host_id, *sorted(set(wanted.values()))])})
+        seeder = f"{name}-loader"
+        with contextlib.suppress(docker.errors.NotFound):
+            client().containers.get(seeder).remove(force=True)
+        client().containers.run(ensure_host_image(), detach=True, name=seeder, environment={"SIM_HARDWARE": "none"},
+                                labels={LABEL: SEED_PREFIX}, **_dind_options(volume.name))
+        try:
+            _wait_ready(seeder)
+            with tempfile.TemporaryDirectory(prefix="pymotor-sim-") as tmp:
+                archive = Path(tmp) / "images.tar"
+                subprocess.run(["docker", "save", "-o", str(archive), *sorted(set(wanted.values()))], check=True)
+                _load_into(seeder, archive)
+            client().containers.get(seeder).stop(timeout=STOP_TIMEOUT)  # dockerd ends cleanly: its stores are whole
+        finally:
+            client().containers.get(seeder).remove(force=True)
+        rc, out = _in_volumes(f'touch "/vols/{name}/_data/{SEED_MARKER}"')
+        if rc != 0:
+            raise RuntimeError(f"seed {name} could not be marked complete: {out.strip()}")
+        return name
+
+
+def _remove_stale_seeds() -> None:
+    """Seeds of image ids this engine no longer has (an earlier build) are dropped; one in use stays."""
+    present = {image.id for image in client().images.list()}
+    for volume in client().volumes.list(filters={"label": f"{LABEL}={SEED_PREFIX}"}):
+        ids = (volume.attrs.get("Labels") or {}).get(SEED_IMAGES_LABEL, "").split(",")
+        if not set(ids) <= present:
+            with contextlib.suppress(docker.errors.APIError):
+                volume.remove()
+
+
+def _seed_hosts(names: list[str], wanted: dict[str, str]) -> None:
+    """Give fresh hosts the wanted images from their seed, tagged exactly as asked, then restart their dockerd."""
+    seed = _ensure_seed(wanted)
+    repositories: dict[str, dict[str, str]] = {}
+    for ref, image_id in wanted.items():
+        repositories.setdefault(ref.rpartition(":")[0] if ":" in ref.rpartition("/")[2] else ref, {})[ref] = image_id
+    script = ('set -e; s="/vols/$SEED/_data"; d="/vols/$VOLUME/_data"; '
+              'rm -rf "$d/image/overlay2"; mkdir -p "$d/image" "$d/overlay2"; cp -a "$s/image/overlay2" "$d/image/"; '
+              'printf "%s" "$REPOSITORIES" > "$d/image/overlay2/repositories.json"; '
+              'cp -al "$s/overlay2/." "$d/overlay2/"')
+
+    def populate(name: str) -> None:
+        rc, out = _in_volumes(script, {"SEED": seed, "VOLUME": f"{name}-docker",
+                                       "REPOSITORIES": json.dumps({"Repositories": repositories})})
+        if rc != 0:
+            raise RuntimeError(f"seeding {name} from {seed} failed: {out.strip()}")
+        restart_dockerd(name)
+
+    _parallel(populate, names)
 
 
 # ----------------------------------------------------------------------------------- inventory
