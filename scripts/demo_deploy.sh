@@ -49,6 +49,7 @@ else
     -e conductor_image_go_tarball="$go_tarball" -e conductor_image_go_sha256="$(cut -d' ' -f1 "$go_tarball.sha256")" \
     -e conductor_image_goproxy=off -e conductor_image_goflags=-mod=mod \
     -e conductor_image_work_dir="$state/work" -e conductor_image_build_container="$prefix-build" \
+    -e conductor_image_go_cache_dir="$repo/.build/go-build-cache" \
     -e conductor_image_candidate_image="local/${prefix}-candidate:build" \
     -e image_distribution_cache_dir="$state/cache" -e image_distribution_controller_dir="$state/controller-cache"
 fi

@@ -79,7 +79,8 @@ def build(base_image: str, target_image: str, *, goproxy_dir: Path, go_sum: Path
             "-e", f"conductor_image_goproxy_dir={goproxy_dir}",
             "-e", f"conductor_image_build_container={prefix}-build",
             "-e", f"conductor_image_candidate_image=local/{prefix}-candidate:build",
-            "-e", "conductor_image_poll_interval=2"]
+            "-e", "conductor_image_poll_interval=2",
+            "-e", f"conductor_image_go_cache_dir={REPO_ROOT / '.build/go-build-cache'}"]
     if go_sum is not None:
         argv += ["-e", f"conductor_image_go_sum={go_sum}"]
     return subprocess.run(argv, cwd=REPO_ROOT, env=ansible_env(), capture_output=True, text=True, timeout=1800, check=False)

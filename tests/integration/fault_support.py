@@ -85,7 +85,8 @@ def conductor_image_run(workdir: Path, base_image: str, target_image: str, go_ta
             "-e", "conductor_image_go_version=1.23.9", "-e", "conductor_image_goproxy=off",
             "-e", f"conductor_image_build_container={build_container}",
             "-e", f"conductor_image_candidate_image={target_image}-candidate",
-            "-e", "conductor_image_poll_interval=1"]
+            "-e", "conductor_image_poll_interval=1",
+            "-e", f"conductor_image_go_cache_dir={REPO / '.build/go-build-cache'}"]
     return subprocess.run(argv, cwd=REPO, env=ansible_env(), capture_output=True, text=True, timeout=600)
 
 
