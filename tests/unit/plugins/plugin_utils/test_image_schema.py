@@ -271,6 +271,7 @@ def store(folder, record, image=IMAGE):
 
 def test_the_validation_finds_the_schema_by_image_name(tmp_path):
     assert key_lists("", str(tmp_path)) == (BUILTIN, BUILTIN.checked)
+    assert key_lists(IMAGE, "") == (BUILTIN, BUILTIN.checked)  # motor_key_schema_dir='': the built-in lists
     lists, checked = key_lists(IMAGE, str(tmp_path))
     assert lists is BUILTIN and checked.endswith("no key schema stored for local/pymotor:9 (playbooks/schema.yml "
                                                  "reads one)")
