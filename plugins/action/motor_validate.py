@@ -88,7 +88,7 @@ class ActionModule(EntryPoint):
                      "env_config_path": {"type": "path"}, "overrides": {"type": "raw", "default": []},
                      "unknown_keys": {"type": "str", "default": "warn", "choices": ["warn", "error"]},
                      "image": {"type": "str", "default": ""},
-                     "key_schema_dir": {"type": "str", "default": DEFAULT_SCHEMA_DIR},
+                     "schema_dir": {"type": "str", "default": DEFAULT_SCHEMA_DIR},
                      "check_inventory": {"type": "bool", "default": True}}
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
@@ -99,7 +99,7 @@ class ActionModule(EntryPoint):
             user_config = load_json_text(read_text(user_path), "user_config.json")
             env_config = load_json_text(read_text(env_path), "env.json")
             # the image deployed: motor_image, else the configuration's image_name (as deploy.yml chooses it)
-            keys, checked = key_lists(args["image"] or deploy_value(user_config, "image_name"), args["key_schema_dir"])
+            keys, checked = key_lists(args["image"] or deploy_value(user_config, "image_name"), args["schema_dir"])
             config = normalize(user_config, env_config, args["overrides"], args["unknown_keys"], keys)
         except MotorConfigError as err:
             # the inventory's own problems in the same list (the plan, which checks them otherwise, will not run)

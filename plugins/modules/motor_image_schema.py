@@ -116,8 +116,8 @@ def summary(schema):
             pymotor.get("version"), sum(len(s) for s in pymotor.get("sections", {}).values()),
             len(pymotor.get("classes", {}))))
     if vllm:
-        lines.append("  vLLM %s: %d arguments" % (vllm.get("version"), len(set(vllm.get("engine_args") or [])
-                                                                            | set(vllm.get("cli_args") or []))))
+        names = set(vllm.get("engine_args") or []) | set(vllm.get("cli_args") or [])
+        lines.append("  vLLM %s: %d arguments" % (vllm.get("version"), len(names)))
     if sglang:
         lines.append("  SGLang %s: %d arguments" % (sglang.get("version"), len(sglang.get("server_args") or [])))
     for part, error in sorted((schema.get("errors") or {}).items()):

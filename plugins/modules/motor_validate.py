@@ -48,12 +48,12 @@ options:
   image:
     description:
       - The image being deployed (C(motor_image)); empty - the configuration's C(motor_deploy_config.image_name).
-      - When O(key_schema_dir) holds a key schema stored for it (C(playbooks/schema.yml), C(playbooks/build_image.yml)),
+      - When O(schema_dir) holds a key schema stored for it (C(playbooks/schema.yml), C(playbooks/build_image.yml)),
         PyMotor's sections and config fields and the vLLM / SGLang arguments are checked against what that image's
         code reads; otherwise against the built-in lists. RV(keys_checked) says which.
     type: str
     default: ''
-  key_schema_dir:
+  schema_dir:
     description: Directory on the controller holding the stored key schemas (C(motor_key_schema_dir)); empty - the built-in lists only.
     type: str
     default: ~/.cache/pymotor-ascend/schemas
@@ -96,7 +96,7 @@ def main():
     module = AnsibleModule(argument_spec=dict(config_dir=dict(type="path"), user_config_path=dict(type="path"), env_config_path=dict(
         type="path"), overrides=dict(type="list", elements="dict", default=[]),
         unknown_keys=dict(type="str", default="warn", choices=["warn", "error"]),
-        image=dict(type="str", default=""), key_schema_dir=dict(type="str", default="~/.cache/pymotor-ascend/schemas"),
+        image=dict(type="str", default=""), schema_dir=dict(type="str", default="~/.cache/pymotor-ascend/schemas"),
         check_inventory=dict(type="bool", default=True)), supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_validate runs as an action plugin on the controller")
 

@@ -67,7 +67,7 @@ BUILTIN = builtin_lists()
 
 def schema_file(schema_dir, image_id):
     """Where the key schema of an image id is stored (``<dir>/<hex id>.json``)."""
-    return posixpath.join(schema_dir, "%s.json" % str(image_id).split(":")[-1])
+    return posixpath.join(schema_dir, "%s.json" % str(image_id).rsplit(":", 1)[-1])
 
 
 def tag_file(schema_dir, image):
@@ -118,7 +118,7 @@ def read_record(text, image_id, path):
 
 
 def _short_id(image_id):
-    return str(image_id).split(":")[-1][:12]
+    return str(image_id).rsplit(":", 1)[-1][:12]
 
 
 def image_lists(record, image):
