@@ -10,6 +10,16 @@ import os
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError, load_json_text
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.image_schema import (
+    BUILTIN,
+    DEFAULT_SCHEMA_DIR,
+    KeySchemaError,
+    image_id_of,
+    image_lists,
+    read_record,
+    schema_file,
+    tag_file,
+)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import config_summary, normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.standby import standby_problems
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONTROL_GROUP, Problem
@@ -41,6 +51,30 @@ def read_text(path):
         return to_text(handle.read(), errors="surrogate_or_strict")
 
 
+def key_lists(image, schema_dir):
+    """(the key lists to check against, the line saying which): the stored key schema of ``image`` when there is
+    one in ``schema_dir`` (written by build_image.yml / schema.yml), else the built-in lists."""
+    if not image or not schema_dir:
+        return BUILTIN, BUILTIN.checked
+    schema_dir = os.path.expanduser(schema_dir)
+    tag = tag_file(schema_dir, image)
+    if not os.path.isfile(tag):
+        return BUILTIN, "%s: no key schema stored for %s (playbooks/schema.yml reads one)" % (BUILTIN.checked, image)
+    try:
+        with open(tag, "rb") as handle:
+            image_id = image_id_of(to_text(handle.read(), errors="surrogate_or_strict"), image, tag)
+        path = schema_file(schema_dir, image_id)
+        if not os.path.isfile(path):
+            raise KeySchemaError(Problem(path, "the key schema of %s (%s) is missing" % (image, image_id),
+                                         "run playbooks/schema.yml for the image again, or remove %s" % tag))
+        with open(path, "rb") as handle:
+            lists = image_lists(read_record(to_text(handle.read(), errors="surrogate_or_strict"), image_id, path),
+                                image)
+    except KeySchemaError as err:
+        raise MotorConfigError([err.problem]) from None
+    return lists, lists.checked
+
+
 def deploy_value(user_config, key):
     """motor_deploy_config.<key> of a user_config as read (None when it is not there)."""
     deploy = user_config.get("motor_deploy_config") if isinstance(user_config, dict) else None
@@ -53,6 +87,8 @@ class ActionModule(EntryPoint):
     ARGUMENT_SPEC = {"config_dir": {"type": "path"}, "user_config_path": {"type": "path"},
                      "env_config_path": {"type": "path"}, "overrides": {"type": "raw", "default": []},
                      "unknown_keys": {"type": "str", "default": "warn", "choices": ["warn", "error"]},
+                     "image": {"type": "str", "default": ""},
+                     "schema_dir": {"type": "str", "default": DEFAULT_SCHEMA_DIR},
                      "check_inventory": {"type": "bool", "default": True}}
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
@@ -62,7 +98,9 @@ class ActionModule(EntryPoint):
             user_path, env_path = config_paths(args["config_dir"], args["user_config_path"], args["env_config_path"])
             user_config = load_json_text(read_text(user_path), "user_config.json")
             env_config = load_json_text(read_text(env_path), "env.json")
-            config = normalize(user_config, env_config, args["overrides"], args["unknown_keys"])
+            # the image deployed: motor_image, else the configuration's image_name (as deploy.yml chooses it)
+            keys, checked = key_lists(args["image"] or deploy_value(user_config, "image_name"), args["schema_dir"])
+            config = normalize(user_config, env_config, args["overrides"], args["unknown_keys"], keys)
         except MotorConfigError as err:
             # the inventory's own problems in the same list (the plan, which checks them otherwise, will not run)
             views = self.host_views(task_vars)
@@ -74,7 +112,7 @@ class ActionModule(EntryPoint):
         problems = self.inventory_problems(args, task_vars, self.host_views(task_vars), config.get("hardware_type"))
         if problems:
             return self.failed(problems, config.get("warnings") or [])
-        return dict(self.facts(motor_normalized_config=config), summary=config_summary(config))
+        return dict(self.facts(motor_normalized_config=config), summary=config_summary(config), keys_checked=checked)
 
     def host_views(self, task_vars):
         """{host: its PyMotor variables} of the inventory's PyMotor hosts (empty without an inventory)."""

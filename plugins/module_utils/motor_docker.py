@@ -294,3 +294,25 @@ class DockerClient(object):
                 self.delete("/containers/{0}", created["Id"], params={"force": 1})
             except (DockerError, DockerUnavailable):
                 pass
+
+    def run_once(self, image, argv, labels=None, timeout=300):
+        """Run ``argv`` once in ``image`` and remove the container: (exit code, stdout, stderr). No network, every
+        capability dropped, no new privileges, a read-only root file system with a small /tmp (what docker run
+        --rm --network none --cap-drop ALL --read-only would give)."""
+        created = self.post_json("/containers/create", data={
+            "Image": image, "Entrypoint": [argv[0]], "Cmd": list(argv[1:]), "NetworkDisabled": True,
+            # HOME on the writable /tmp: imports that create caches under ~ (vLLM's) still work
+            "Env": ["HOME=/tmp", "PYTHONDONTWRITEBYTECODE=1"],
+            "Labels": dict(labels or {}), "HostConfig": {
+                "NetworkMode": "none", "CapDrop": ["ALL"], "SecurityOpt": ["no-new-privileges"],
+                "ReadonlyRootfs": True, "Tmpfs": {"/tmp": "rw,size=64m"}}})
+        try:
+            self.post("/containers/{0}/start", created["Id"])
+            waited = self.post_json("/containers/{0}/wait", created["Id"], timeout=timeout)
+            out, err = self.logs(created["Id"], tail="all", timestamps=False)
+            return int(waited.get("StatusCode", -1)), out, err
+        finally:
+            try:
+                self.delete("/containers/{0}", created["Id"], params={"force": 1})
+            except (DockerError, DockerUnavailable):
+                pass

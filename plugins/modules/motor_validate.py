@@ -39,12 +39,24 @@ options:
     default: []
   unknown_keys:
     description:
-      - What a key far from every key the built-in lists know is (a key close to a known one is always an error with
+      - What a key far from every key the lists know is (a key close to a known one is always an error with
         a did-you-mean); the lists and the upstream commits they were read from are in docs/strict-input.md.
       - V(warn) warns (a newer PyMotor or the image's vLLM may read it), V(error) refuses it.
     type: str
     choices: [warn, error]
     default: warn
+  image:
+    description:
+      - The image being deployed (C(motor_image)); empty - the configuration's C(motor_deploy_config.image_name).
+      - When O(schema_dir) holds a key schema stored for it (C(playbooks/schema.yml), C(playbooks/build_image.yml)),
+        PyMotor's sections and config fields and the vLLM / SGLang arguments are checked against what that image's
+        code reads; otherwise against the built-in lists. RV(keys_checked) says which.
+    type: str
+    default: ''
+  schema_dir:
+    description: Directory on the controller holding the stored key schemas (C(motor_key_schema_dir)); empty - the built-in lists only.
+    type: str
+    default: ~/.cache/pymotor-ascend/schemas
   check_inventory:
     description:
       - Judge the inventory's PyMotor hosts with the plan's own host rules too (addresses, NPU ids, reserved ports,
@@ -67,6 +79,10 @@ summary:
   returned: success
   type: list
   elements: str
+keys_checked:
+  description: Which key lists the keys were checked against (C(keys checked against PyMotor <version> of <image> ...)).
+  returned: success
+  type: str
 ansible_facts:
   description: C(motor_normalized_config), the normalized configuration (see docs/design.md).
   returned: success
@@ -80,6 +96,7 @@ def main():
     module = AnsibleModule(argument_spec=dict(config_dir=dict(type="path"), user_config_path=dict(type="path"), env_config_path=dict(
         type="path"), overrides=dict(type="list", elements="dict", default=[]),
         unknown_keys=dict(type="str", default="warn", choices=["warn", "error"]),
+        image=dict(type="str", default=""), schema_dir=dict(type="str", default="~/.cache/pymotor-ascend/schemas"),
         check_inventory=dict(type="bool", default=True)), supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_validate runs as an action plugin on the controller")
 

@@ -74,6 +74,8 @@ def build(base_image: str, target_image: str, *, goproxy_dir: Path, go_sum: Path
             "-e", f"motor_base_image={base_image}", "-e", f"motor_image={target_image}",
             "-e", f"conductor_image_mooncake_repo={mooncake_repo(state)}",
             "-e", f"conductor_image_work_dir={state / 'work'}",
+            # the image's key schema (role image_schema) kept with the build state, not in the tester's home
+            "-e", f"motor_key_schema_dir={state / 'schemas'}",
             "-e", f"conductor_image_go_version={GO_VERSION}",
             "-e", f"conductor_image_go_tarball={tarball}", "-e", f"conductor_image_go_sha256={sha}",
             "-e", f"conductor_image_goproxy_dir={goproxy_dir}",

@@ -9,6 +9,7 @@ import difflib
 import json
 import posixpath
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.image_schema import BUILTIN
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.known_keys import PYMOTOR
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema import ENGINE_CONFIG_PATH_RE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import Problem, ProblemsError
@@ -28,11 +29,13 @@ class MotorConfigError(ProblemsError):
 class Context:
     """Collects errors and warnings; tags paths that came from an override."""
 
-    def __init__(self, overridden, unknown_keys="warn"):
+    def __init__(self, overridden, unknown_keys="warn", keys=None):
         self.errors = []
         self.warnings = []
         self.overridden = overridden
         self.unknown_keys = unknown_keys
+        # the key lists of config/image_schema.py: the built-in ones, or those read from the deployed image
+        self.keys = keys if keys is not None else BUILTIN
 
     def _origin(self, path):
         # The path itself or an ancestor (a replaced list or dict) may come from an override.
@@ -164,11 +167,11 @@ def suggest(key, known):
 
 
 def unknown_key(ctx, parent, key, what, known, source=PYMOTOR, guess=MISSING, far_hint=""):
-    """The one rule of a key no list knows (``key`` of the mapping at path ``parent``; ``source``: the list's (origin with commit, who may
-    read it)). Close to a known key: an error with a did-you-mean (a typo would be dropped or refused where it is read).
-    Far from every known one: a warning, as a newer release may read it (upstream's own loaders ignore keys they do
-    not read: motor/config/controller.py:186, coordinator.py:403, node_manager.py:366), or an error when
-    motor_unknown_keys is error."""
+    """The one rule of a key no list knows (``key`` of the mapping at path ``parent``; ``source``: the list's (origin,
+    who else may read it: None when the list was read from the deployed image itself)). Close to a known key: an error
+    with a did-you-mean (a typo would be dropped or refused where it is read). Far from every known one: a warning, as
+    a newer release may read it (upstream's own loaders ignore keys they do not read: motor/config/controller.py:186,
+    coordinator.py:403, node_manager.py:366), or an error when motor_unknown_keys is error."""
     path = join_path(parent, key)
     guess = suggest(key, known) if guess is MISSING else guess
     if guess:
@@ -176,10 +179,15 @@ def unknown_key(ctx, parent, key, what, known, source=PYMOTOR, guess=MISSING, fa
                   "did you mean '%s'?" % guess)
     elif ctx.unknown_keys == "error":
         ctx.error(path, "unknown key of %s: not known to %s" % (what, source[0]),
-                  "remove it, or set motor_unknown_keys=warn when %s reads it" % source[1])
-    else:
+                  "remove it, or set motor_unknown_keys=warn when %s reads it" % source[1] if source[1] else
+                  "remove it: the image does not read it; motor_unknown_keys=warn lets it through with a warning")
+    elif source[1]:
         ctx.warn(path, "not known to %s; %s may read it" % (source[0], source[1]),
                  far_hint or "kept as written; set motor_unknown_keys=error to refuse keys no list knows")
+    else:
+        ctx.warn(path, "not known to %s, the image being deployed" % source[0],
+                 far_hint or "kept as written, though the image does not read it; set motor_unknown_keys=error to "
+                 "refuse it")
 
 
 def reject_unknown_keys(ctx, mapping, known, path, what, source=PYMOTOR):

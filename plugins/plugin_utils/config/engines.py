@@ -32,7 +32,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.schema impor
     TRIGGER_CONNECTORS,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.sglang import check_sglang_engine
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.strict import check_vllm_keys
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.strict import check_sglang_keys, check_vllm_keys
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS
 
 
@@ -134,6 +134,7 @@ def check_engine(ctx, uc, role, deploy, hardware):
     coerce_engine_config(ctx, engine_config, ec_path, engine_type)
     weight_path = (deploy or {}).get("weight_mount_path")
     if engine_type == "sglang":
+        check_sglang_keys(ctx, engine_config, ec_path)
         name, model, dp, tp, pp, dp_local = check_sglang_engine(
             ctx, engine_config, ec_path, role, (pods, npus), weight_path)
     else:

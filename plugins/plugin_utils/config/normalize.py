@@ -66,7 +66,7 @@ def _build_output(uc, mode, deploy_info, engines, affinity, kv_events, kv_pool, 
     }
 
 
-def normalize(user_config, env_config=None, overrides=None, unknown_keys="warn"):
+def normalize(user_config, env_config=None, overrides=None, unknown_keys="warn", keys=None):
     """Validate and normalize a PyMotor configuration.
 
     :param user_config: parsed ``user_config.json`` (dict).
@@ -74,11 +74,12 @@ def normalize(user_config, env_config=None, overrides=None, unknown_keys="warn")
     :param overrides: optional list of dicts deep-merged onto user_config first
         (dicts merge, lists and scalars replace, None deletes).
     :param unknown_keys: ``warn`` (a key far from every known one is a warning) or ``error`` (motor_unknown_keys).
+    :param keys: the key lists to check against (``config/image_schema.py``: an image's, else the built-in ones).
     :returns: the normalized configuration described in docs/design.md.
     :raises MotorConfigError: listing every problem found.
     """
     overridden = {}
-    ctx = Context(overridden, unknown_keys)
+    ctx = Context(overridden, unknown_keys, keys)
     if unknown_keys not in UNKNOWN_KEYS_MODES:
         ctx.error("motor_unknown_keys", "unknown value %s" % describe(unknown_keys),
                   "use %s" % " or ".join(UNKNOWN_KEYS_MODES))

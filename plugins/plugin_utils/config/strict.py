@@ -20,19 +20,12 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context impo
     unknown_key,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.known_keys import (
-    CLASS_FIELDS,
     CONDUCTOR_KEYS,
     CONDUCTOR,
     CONDUCTOR_SERVICE_KEYS,
-    CONTROLLER_SECTIONS,
-    COORDINATOR_SECTIONS,
     DEPLOY_TLS_SECTIONS,
     KV_POOL_KEYS,
     MOONCAKE_STORE,
-    NESTED_FIELDS,
-    NODE_MANAGER_SECTIONS,
-    VLLM,
-    VLLM_KEYS,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS
 
@@ -40,13 +33,15 @@ ENCODE_SECTION = "motor_engine_encode_config"
 
 
 def _check_class(ctx, mapping, cls, path):
-    fields = CLASS_FIELDS[cls]
+    fields = ctx.keys.class_fields.get(cls)
+    if fields is None:
+        return  # a class the image names but did not list (it failed to import there): nothing to check against
     for key, value in mapping.items():
         key_path = join_path(path, key)
         if key not in fields:
-            unknown_key(ctx, path, key, "%s (%s)" % (path, cls.split(".")[1]), fields)
+            unknown_key(ctx, path, key, "%s (%s)" % (path, cls.split(".")[1]), fields, ctx.keys.pymotor)
             continue
-        nested = NESTED_FIELDS.get((cls, key))
+        nested = ctx.keys.nested_fields.get((cls, key))
         if nested and isinstance(value, dict):
             _check_class(ctx, value, nested, key_path)
 
@@ -57,7 +52,7 @@ def _check_sections(ctx, mapping, sections, path):
     for key, value in mapping.items():
         key_path = join_path(path, key)
         if key not in sections:
-            unknown_key(ctx, path, key, path, sections)
+            unknown_key(ctx, path, key, path, sections, ctx.keys.pymotor)
             continue
         if sections[key] and isinstance(value, dict):
             _check_class(ctx, value, sections[key], key_path)
@@ -81,9 +76,8 @@ def _check_conductor(ctx, section):
 
 def check_sections(ctx, uc):
     """PyMotor's own sections, the conductor's and the KV pool's keys (errors and warnings into ``ctx``)."""
-    _check_sections(ctx, uc.get("motor_controller_config"), CONTROLLER_SECTIONS, "motor_controller_config")
-    _check_sections(ctx, uc.get("motor_coordinator_config"), COORDINATOR_SECTIONS, "motor_coordinator_config")
-    _check_sections(ctx, uc.get("motor_nodemanger_config"), NODE_MANAGER_SECTIONS, "motor_nodemanger_config")
+    for top in ("motor_controller_config", "motor_coordinator_config", "motor_nodemanger_config"):
+        _check_sections(ctx, uc.get(top), ctx.keys.sections[top], top)
     deploy = uc.get("motor_deploy_config")
     if isinstance(deploy, dict):
         _check_sections(ctx, deploy.get("tls_config"), DEPLOY_TLS_SECTIONS, "motor_deploy_config.tls_config")
@@ -91,7 +85,7 @@ def check_sections(ctx, uc):
         section = uc.get(section_name)
         if not isinstance(section, dict):
             continue
-        _check_sections(ctx, section.get("motor_nodemanger_config"), NODE_MANAGER_SECTIONS,
+        _check_sections(ctx, section.get("motor_nodemanger_config"), ctx.keys.sections["motor_nodemanger_config"],
                         section_name + ".motor_nodemanger_config")
         if isinstance(section.get("health_check_config"), dict):
             _check_class(ctx, section["health_check_config"], "endpoint.HealthCheckConfig",
@@ -107,35 +101,48 @@ def check_sections(ctx, uc):
 # vLLM's JSON-valued arguments all end in _config: their shared suffix would make any two look alike
 # (profiler_config ~ pooler_config), so a dict-valued *_config key is compared by what comes before the suffix.
 CONFIG_SUFFIX = "_config"
-VLLM_CONFIG_STEMS = frozenset(key[:-len(CONFIG_SUFFIX)] for key in VLLM_KEYS if key.endswith(CONFIG_SUFFIX))
 
 
-def _vllm_guess(key, value):
+def _vllm_guess(key, value, known):
     """The known vLLM argument an unknown one is close to (None: far from all), read the way PyMotor renders it:
     ``no_<flag>: true`` becomes ``--no-<flag>`` (vLLM's negative of a boolean flag) and a dict becomes ``--<key>
     '<json>'`` (motor/engine_server/core/vllm/vllm_config.py:27-41 and :321-322 at 7d15c04)."""
     if key.startswith("no_"):
-        guess = suggest(key[3:], VLLM_KEYS)
+        guess = suggest(key[3:], known)
         return "no_" + guess if guess else None
     if key.endswith(CONFIG_SUFFIX) and isinstance(value, dict):
-        guess = suggest(key[:-len(CONFIG_SUFFIX)], VLLM_CONFIG_STEMS)
+        stems = [name[:-len(CONFIG_SUFFIX)] for name in known if name.endswith(CONFIG_SUFFIX)]
+        guess = suggest(key[:-len(CONFIG_SUFFIX)], stems)
         return guess + CONFIG_SUFFIX if guess else None
-    return suggest(key, VLLM_KEYS)
+    return suggest(key, known)
 
 
 def check_vllm_keys(ctx, engine_config, path):
     """engine_config of a vLLM engine (keys in the underscore spelling): vLLM's own arguments."""
+    known = ctx.keys.vllm_keys
     for key, value in engine_config.items():
-        if key in VLLM_KEYS:
+        if key in known:
             continue
-        if key.startswith("no_") and key[3:] in VLLM_KEYS:
+        if key.startswith("no_") and key[3:] in known:
             # vLLM's boolean flags take --no-<flag> (argparse BooleanOptionalAction); PyMotor writes the flag for true
             if not isinstance(value, bool):
                 ctx.error(join_path(path, key), "expected true or false, got %s" % describe(value),
                           "PyMotor renders %s: true as the flag --%s and false as nothing" % (
                               key, key.replace("_", "-")))
             continue
-        unknown_key(ctx, path, key, "vLLM's arguments", VLLM_KEYS, VLLM, _vllm_guess(key, value),
+        unknown_key(ctx, path, key, "vLLM's arguments", known, ctx.keys.vllm, _vllm_guess(key, value, known),
                     far_hint="PyMotor passes it to vLLM as --%s; vLLM refuses an argument it does not know at engine "
                     "start, so keep it only if the image's vLLM has it (motor_unknown_keys=error refuses it here)"
                     % key.replace("_", "-"))
+
+
+def check_sglang_keys(ctx, engine_config, path):
+    """engine_config of an SGLang engine, only when the image's SGLang gave its ServerArgs (no built-in list)."""
+    known = ctx.keys.sglang_keys
+    if known is None:
+        return
+    for key in engine_config:
+        if key not in known:
+            unknown_key(ctx, path, key, "SGLang's server arguments", known, ctx.keys.sglang,
+                        far_hint="PyMotor passes it to SGLang as --%s, whose parser refuses an argument it does not "
+                        "know" % key.replace("_", "-"))

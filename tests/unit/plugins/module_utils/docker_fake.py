@@ -45,6 +45,8 @@ class Engine:
         self.image_files = {}  # image -> {directory: {name: bytes}}
         self.calls = []
         self.logs = {}  # container id -> (stdout, stderr, tty)
+        self.exit_codes = {}  # container id -> what POST /containers/{id}/wait answers (default 0)
+        self.created = []  # the bodies of POST /containers/create
         self.on_state = None  # optional: called (name, container) after a start, restart, stop or removal
         self.gate = None  # optional: called with the handler before a request; False: drop it unanswered
 
@@ -116,6 +118,7 @@ class Handler(BaseHTTPRequestHandler):
                                  "Labels": c["Config"]["Labels"]})
             return self._send(200, rows, chunked=True)
         if path == "/containers/create" and method == "POST":
+            engine.created.append(body)
             if body["Image"] not in engine.images:
                 return self._error(404, "No such image: %s" % body["Image"])
             name = query.get("name") or "anon%d" % len(engine.containers)
@@ -141,6 +144,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(204)
             if action == "json":
                 return self._send(200, container)
+            if action == "wait" and method == "POST":  # the container "ran": its exit code from exit_codes
+                container["State"] = {"Status": "exited", "Running": False}
+                return self._send(200, {"StatusCode": engine.exit_codes.get(container["Id"], 0)})
             if action == "start":
                 container["State"] = {"Status": "running", "Running": True}
                 engine.changed(name, container)

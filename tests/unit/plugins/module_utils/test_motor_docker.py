@@ -132,6 +132,22 @@ def test_copy_out_of_image_uses_a_created_container_and_removes_it(engine, sock)
     assert engine.containers == {}
 
 
+def test_run_once_runs_confined_returns_the_output_and_removes_the_container(engine, sock):
+    engine.logs["id-anon0"] = (b"imported\n{}\n", b"a warning\n", False)
+    engine.exit_codes["id-anon0"] = 3
+    code, out, err = client_of(sock).run_once("local/pymotor:1", ["python3", "-c", "print(1)"], labels={"a": "b"})
+    assert (code, out, err) == (3, "imported\n{}\n", "a warning\n")
+    created = engine.created[-1]
+    assert created["Entrypoint"] == ["python3"] and created["Cmd"] == ["-c", "print(1)"]
+    assert created["NetworkDisabled"] is True and created["Labels"] == {"a": "b"}
+    host = created["HostConfig"]
+    assert host["NetworkMode"] == "none" and host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True
+    assert host["SecurityOpt"] == ["no-new-privileges"] and "Privileged" not in host and "Devices" not in host
+    methods = [(c[0], c[1].split("/")[-1]) for c in engine.calls[1:]]
+    assert methods == [("POST", "create"), ("POST", "start"), ("POST", "wait"), ("GET", "logs"), ("DELETE", "id-anon0")]
+    assert engine.containers == {}
+
+
 def test_copy_out_of_a_missing_directory_still_removes_the_container(engine, sock):
     with pytest.raises(md.NotFound, match="Could not find the file /nope"):
         client_of(sock).copy_out_of_image("local/pymotor:1", "/nope")
