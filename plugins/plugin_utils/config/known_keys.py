@@ -134,10 +134,9 @@ CLASS_FIELDS = {
     "node_manager.NodeManagerFaultToleranceConfig": (
         "enable_fault_tolerance", "zmq_pub_port",
     ),
-    # motor/config/endpoint.py:41
-    "endpoint.ParallelConfig": (
-        "dp_size", "tp_size", "pp_size", "pcp_size", "world_size", "local_world_size", "enable_ep",
-        "dp_rpc_port", "cp_kv_cache_interleave_size",
+    # motor/common/resources/instance.py:74 (a pydantic model; enable_ep is read from **kwargs at :106)
+    "instance.ParallelConfig": (
+        "dp_size", "pcp_size", "tp_size", "ep_size", "pp_size", "world_size", "local_world_size", "enable_ep",
     ),
     # motor/config/endpoint.py:107
     "endpoint.HealthCheckConfig": (
@@ -169,13 +168,14 @@ COORDINATOR_SECTIONS = {
     "prefill_kv_event_config": "coordinator.PrefillKvEventConfig", "aigw": None,
 }
 # motor/config/node_manager.py:359-392 (_update_from_config_data); basic_config.parallel_config is built with
-# ParallelConfig(**pc) (node_manager.py:392), which refuses any other key.
+# ParallelConfig(**pc) (node_manager.py:392): the ParallelConfig node_manager.py:18 imports from
+# motor/common/resources/instance.py, a pydantic model that drops any other key without a word.
 NODE_MANAGER_SECTIONS = {
     "logging_config": "log_config.LoggingConfig", "api_config": "node_manager.APIConfig",
     "mgmt_tls_config": "tls_config.TLSConfig", "fault_tolerance_config": "node_manager.NodeManagerFaultToleranceConfig",
     "endpoint_config": "node_manager.EndpointConfig", "basic_config": "node_manager.BasicConfig",
 }
-NESTED_FIELDS = {("node_manager.BasicConfig", "parallel_config"): "endpoint.ParallelConfig"}
+NESTED_FIELDS = {("node_manager.BasicConfig", "parallel_config"): "instance.ParallelConfig"}
 # motor_deploy_config.tls_config: motor/config/config_utils.py:17-22 (the sections _update_tls_config copies) and
 # examples/deployer/lib/update_config_whitelist.py:16-17 (north_tls_config)
 DEPLOY_TLS_SECTIONS = {name: "tls_config.TLSConfig" for name in (

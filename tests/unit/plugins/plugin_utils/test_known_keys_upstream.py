@@ -37,8 +37,16 @@ pytestmark = pytest.mark.skipif(not (PYMOTOR / "motor" / "config").is_dir(),
                                 reason="upstream PyMotor not found at %s (set MOTOR_UPSTREAM_PYMOTOR)" % PYMOTOR)
 
 
+# Classes of CLASS_FIELDS outside motor/config: their module's path under motor/
+MODULE_PATHS = {"instance": "common/resources/instance.py"}
+
+
+def module_path(name):
+    return "motor/" + MODULE_PATHS.get(name, "config/%s.py" % name)
+
+
 def module(name):
-    return ast.parse((PYMOTOR / "motor" / "config" / ("%s.py" % name)).read_text(encoding="utf-8"))
+    return ast.parse((PYMOTOR / module_path(name)).read_text(encoding="utf-8"))
 
 
 def classes(name):
@@ -92,10 +100,19 @@ def sections_tested_in(func, names):
 def test_class_fields_match_upstream(qualified):
     mod, cls = qualified.split(".")
     node = classes(mod)[cls]
-    assert set(known_keys.CLASS_FIELDS[qualified]) == set(dataclass_fields(node)), qualified
-    cited = re.search(r"# motor/config/%s\.py:(\d+)\n    \"%s\"" % (mod, re.escape(qualified)),
+    assert set(known_keys.CLASS_FIELDS[qualified]) == set(dataclass_fields(node)) | kwargs_read(node), qualified
+    cited = re.search(r"# %s:(\d+)[^\n]*\n    \"%s\"" % (re.escape(module_path(mod)), re.escape(qualified)),
                       KNOWN_KEYS_SOURCE.read_text(encoding="utf-8"))
-    assert cited and int(cited.group(1)) == node.lineno, "%s: cite motor/config/%s.py:%d" % (qualified, mod, node.lineno)
+    assert cited and int(cited.group(1)) == node.lineno, "%s: cite %s:%d" % (qualified, module_path(mod), node.lineno)
+
+
+def kwargs_read(node):
+    """Keys a class's ``__init__`` reads from ``**kwargs`` (``kwargs.get('<key>', ...)``)."""
+    init = next((stmt for stmt in node.body if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__"), None)
+    return {call.args[0].value for call in ast.walk(init) if init is not None and isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute) and call.func.attr == "get"
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == "kwargs"
+            and call.args and isinstance(call.args[0], ast.Constant)} if init is not None else set()
 
 
 @pytest.mark.parametrize("mod, root, loader, ours", [
@@ -129,7 +146,11 @@ def test_coordinator_sections():
 def test_parallel_config_of_basic_config():
     fields = dataclass_fields(classes("node_manager")["BasicConfig"])
     assert annotated_class(fields["parallel_config"]) == "ParallelConfig"
-    assert known_keys.NESTED_FIELDS == {("node_manager.BasicConfig", "parallel_config"): "endpoint.ParallelConfig"}
+    # the ParallelConfig node_manager.py imports: from motor.common.resources.instance
+    imported = next(node for node in module("node_manager").body if isinstance(node, ast.ImportFrom)
+                    and "ParallelConfig" in [alias.name for alias in node.names])
+    assert imported.module == "motor.common.resources.instance"
+    assert known_keys.NESTED_FIELDS == {("node_manager.BasicConfig", "parallel_config"): "instance.ParallelConfig"}
 
 
 @pytest.mark.skipif(not (MOONCAKE / "mooncake-conductor").is_dir(), reason="upstream Mooncake not found")

@@ -43,6 +43,7 @@ USER_TYPOS = [
     ("vllm", P + ".motor_nodemanger_config.api_config.node_manager_prot", 1026, "node_manager_port"),
     ("vllm", D + ".motor_nodemanger_config.endpoint_config.base_prot", 10000, "base_port"),
     ("vllm", P + ".health_check_config.npu_usage_treshold", 3, "npu_usage_threshold"),
+    ("vllm", P + ".motor_nodemanger_config.basic_config.parallel_config.ep_szie", 2, "ep_size"),
     ("vllm", "motor_deploy_config.tls_config.mgmt_tls_config.enable_tsl", False, "enable_tls"),
     ("vllm", "motor_deploy_config.p_instance_num", 1, "p_instances_num"),
     ("vllm", "kv_conductor_config.http_server_prot", 13333, "http_server_port"),
@@ -187,6 +188,16 @@ def test_every_key_of_the_examples_is_known():
         out = normalize(*load(folder.name))
         assert not [w for w in out["warnings"] if "not known to " in w], \
             folder.name
+
+
+def test_expert_parallel_keys_of_the_node_managers_parallel_config_are_known():
+    """basic_config.parallel_config is the pydantic ParallelConfig of motor/common/resources/instance.py:74, which
+    has ep_size and reads enable_ep from its keyword arguments (not endpoint.py's dataclass of the same name)."""
+    user, env = load("vllm")
+    set_path(user, P + ".motor_nodemanger_config.basic_config.parallel_config.ep_size", 4)
+    set_path(user, P + ".motor_nodemanger_config.basic_config.parallel_config.enable_ep", True)
+    out = normalize(user, env)
+    assert not [w for w in out["warnings"] if "parallel_config" in w]
 
 
 def test_sections_refused_at_once_and_value_untouched():
