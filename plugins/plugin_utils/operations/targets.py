@@ -89,10 +89,10 @@ def service_targets(plan: dict, check_hostname: bool = True) -> dict:
     for c in plan.get("containers") or []:
         if c.get("tier") != 2:
             continue
-        out["node_managers"][c["name"]] = target(c["ip"], (c.get("port_map") or {}).get("node_manager"),
-                                                 "/node-manager/status", mgmt)
-        for ep in c.get("endpoints") or []:
-            key = "%s/%s" % (c["name"], ep["dp_rank"])
+        if not c.get("node_managers"):  # the single container's node managers are no pod of their own (no healer)
+            out["node_managers"][c["name"]] = target(c["ip"], (c.get("port_map") or {}).get("node_manager"),
+                                                     "/node-manager/status", mgmt)
+        for key, ep in engine_endpoints(c):
             out["engines"][key] = target(c["ip"], ep.get("mgmt_port"), "/status", mgmt)
             if events_role and c.get("role") == events_role:
                 out["metrics"][key] = [target(c["ip"], ep.get("mgmt_port"), "/metrics", mgmt),
@@ -100,6 +100,15 @@ def service_targets(plan: dict, check_hostname: bool = True) -> dict:
                 if out["tokenize"] is None:
                     out["tokenize"] = target(c["ip"], ep.get("service_port"), "/tokenize", infer)
     return out
+
+
+def engine_endpoints(container: dict) -> list:
+    """``[(key, endpoint)]`` of a container's engines: ``<container>/<dp_rank>`` of an engine pod; of the single
+    container (plan/single.py), whose node managers each start their own ranks, ``<container>/<job_name>/<dp_rank>``."""
+    if container.get("node_managers"):
+        return [("%s/%s/%s" % (container["name"], nm["job_name"], ep["dp_rank"]), ep)
+                for nm in container["node_managers"] for ep in nm["endpoints"]]
+    return [("%s/%s" % (container["name"], ep["dp_rank"]), ep) for ep in container.get("endpoints") or []]
 
 
 def uri_args(tgt) -> dict:

@@ -42,7 +42,8 @@ ENV_SECTION = {
     "kv_pool": "motor_kv_cache_pool_env",
     "kv_conductor": "motor_kv_conductor_env",
     "mf_store": "motor_mf_store_env",
-    "kv_watcher": "motor_common_env",  # the collection's own container: the common env (proxies, log paths) only
+    "kv_watcher": "motor_common_env",
+    "single_container": "motor_common_env",  # every role in one container: each role's env through its shell function  # the collection's own container: the common env (proxies, log paths) only
 }
 
 

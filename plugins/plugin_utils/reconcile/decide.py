@@ -34,7 +34,7 @@ import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import engine_endpoints, service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE, with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import (
@@ -120,9 +120,8 @@ def engine_checks(plan: dict, targets: dict, timeouts: dict, names=None) -> list
     for c in plan.get("containers") or []:
         if c.get("tier") != 2 or (names is not None and c["name"] not in names):
             continue
-        for ep in c.get("endpoints") or []:
-            key = "%s/%s" % (c["name"], ep["dp_rank"])
-            checks.append(_check("the engine of %s (endpoint %d) reports normal" % (c["name"], ep["local_index"]),
+        for key, ep in engine_endpoints(c):
+            checks.append(_check("the engine of %s (endpoint %s) reports normal" % (c["name"], key.split("/", 1)[1]),
                                  "status_ok", targets["engines"][key], timeouts["ready"], [c["role"]], host=c["host"]))
     return checks
 
