@@ -13,7 +13,11 @@ import pytest
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import readiness_checks
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import healer_files
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.probes import healthcheck, probe_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps
 
 REPO = Path(__file__).resolve().parents[4]
@@ -129,3 +133,31 @@ def test_the_scheduler_mode_is_filled_in_or_refused():
 def test_the_plan_is_deterministic_and_keeps_its_place():
     first, second = plan_of(), plan_of()
     assert first == second
+
+
+def test_the_one_container_is_probed_as_upstream_probes_it():
+    """single_container_template.yaml:59-67: the coordinator's and the controller's liveness, 5 s, 12 failures."""
+    plan = plan_of()
+    (cont,) = plan["containers"]
+    check = healthcheck(cont)
+    assert check["interval"] == 5 and check["retries"] == 12 and check["start_period"] == 500
+    files = probe_files(plan)[cont["name"]]
+    urls = [json.loads(files[name])["target"]["url"] for name in sorted(files) if name.endswith(".json")]
+    assert sorted(urls) == sorted(["http://%s:%d/liveness" % (cont["ip"], plan["controller"]["api_port"]),
+                                   "http://%s:%d/liveness" % (cont["ip"], plan["coordinator"]["mgmt_port"])])
+    assert all(name.split("/")[-1] in check["test"][-1] for name in files)
+
+
+def test_no_healer_watches_the_one_container_as_an_engine_pod():
+    """The pod healers and the stall repair look engine pods up by name among the node-manager targets: the single
+    container's node managers are keyed <container>/<job_name>, so none of them treats it as a pod (whose node
+    manager would be at no port)."""
+    plan = plan_of()
+    (cont,) = plan["containers"]
+    targets = service_targets(plan)
+    assert cont["name"] not in targets["node_managers"]
+    assert sorted(targets["node_managers"]) == [cont["name"] + "/" + j for j in ("d0", "p0", "p1")]
+    assert all(":None" not in t["url"] for t in list(targets["node_managers"].values()) + list(targets["engines"].values()))
+    assert healer_files(plan) == {}
+    routes = {r["name"]: r for r in routes_expected(plan)}
+    assert sorted(routes) == ["d0", "p0", "p1"] and routes["p0"]["need"] == 2
