@@ -19,7 +19,9 @@ by an offset of its own (``motor/config/node_manager.py:141-211``, only with the
   kv_port: the prefill section's + the device offset.
 
 The plan writes the bases into the one user_config so that these offset ports are free on the host, and lists every
-one of them on the container; the container gets every NPU the offsets reach.
+one of them on the container; the container gets the NPUs the device offsets reach (p_instances x p_world +
+d_instances x d_world, contiguous; upstream's generator gives max(p_pod_npu_num, d_pod_npu_num), which is that many
+only when the pod counts are set to it).
 """
 
 from __future__ import annotations
@@ -82,7 +84,13 @@ class SingleContainerPlan:
                 f"{p['dpl'] * 2} ports: the prefill instances' engine ports would overlap",
                 "use a prefill data_parallel_size not above the decode one, or one prefill instance"))
             return None
-        return p["count"], p["dp"], p["npus"], d["count"], d["dp"], d["npus"]
+        return p["count"], p["dp"], self._world_size("prefill"), d["count"], d["dp"], self._world_size("decode")
+
+    def _world_size(self, role):
+        """Upstream's world_size of a role (dp x tp x pp, motor/config/resolver.py:123-124): the NPUs its node manager
+        takes from its device offset (node_manager.py:439-447), whatever the pod NPU count says."""
+        eng = self.config["engines"][role]
+        return self.engines[role]["dp"] * int(eng.get("tp") or 1) * int(eng.get("pp") or 1)
 
     def run_single(self):
         counts = self._single_counts()
@@ -133,7 +141,7 @@ class SingleContainerPlan:
             ("dp_rpc", prefs["prefill"]["dp_rpc"], p_num + d_num, 0),
         ]
         if p_spec["kv"] is not None:
-            blocks.append(("kv", prefs["prefill"]["kv"], sum(self.engines[r]["count"] * self.engines[r]["npus"] for r in SINGLE_ROLES), 0))
+            blocks.append(("kv", prefs["prefill"]["kv"], p_num * counts[2] + d_num * counts[5], 0))
         for key, preferred, length, offset in blocks:
             port = self._alloc(host, max(preferred or 0, 1024) + offset, length, name, key.replace("_", " "))
             runs[key] = (port - offset, port, length)
