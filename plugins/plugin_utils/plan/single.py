@@ -43,6 +43,11 @@ SINGLE_SCHEDULER_MODE = "pd_disaggregation_single_container"
 SINGLE_ROLE = "single_container"  # the plan's role of the combined container
 SINGLE_ENV_ROLE = "SINGLE_CONTAINER"  # upstream's ROLE (lib/constant.py:151, boot.sh:16)
 SINGLE_SCRIPT = "all_combine_in_single_container.sh"
+# the functions upstream's set_env_to_shell injects into it (examples/deployer/lib/utils.py:250-260): added to the
+# single container's config directory only (reconcile/specs.py), so motor_service_env_functions, which is part of
+# every container's config hash, stays as it is
+SINGLE_FUNCTIONS = ("set_controller_env", "set_coordinator_env", "set_encode_env", "set_prefill_env", "set_decode_env",
+                    "set_union_env", "set_kv_pool_env", "set_kv_conductor_env")
 SINGLE_ROLES = ("prefill", "decode")  # what the upstream script starts node managers for
 WHERE = "upstream motor/config/node_manager.py:141-211"
 

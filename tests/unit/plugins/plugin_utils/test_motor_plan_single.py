@@ -23,9 +23,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs imp
 REPO = Path(__file__).resolve().parents[4]
 VLLM = REPO / "tests" / "unit" / "fixtures" / "configs" / "vllm"
 ENV_FUNCTIONS = {"common.sh": ["set_common_env"], "controller.sh": ["set_controller_env"],
-                 "engine.sh": ["set_prefill_env", "set_decode_env"],
-                 "all_combine_in_single_container.sh": ["set_controller_env", "set_coordinator_env", "set_prefill_env",
-                                                        "set_decode_env", "set_kv_pool_env"]}
+                 "engine.sh": ["set_prefill_env", "set_decode_env"]}
 
 
 def single_config(p_num=2, d_num=1, p_dp=1, d_dp=2, **deploy):
@@ -86,10 +84,14 @@ def test_one_container_runs_every_role_with_upstreams_offsets():
 
 
 def test_the_one_container_gets_the_combined_script_and_its_functions_only():
+    """Upstream's set_env_to_shell injects every role's function into the combined script; no other container gets
+    it, and the role setting (hashed for every container) does not name it."""
     plan = plan_of()
     (cont,) = plan["containers"]
     (cmap,) = configmaps(plan["containers"], ENV_FUNCTIONS)
-    assert set(cmap["functions"]["all_combine_in_single_container.sh"]) >= {"set_controller_env", "set_prefill_env"}
+    assert set(cmap["functions"]["all_combine_in_single_container.sh"]) >= {
+        "set_controller_env", "set_coordinator_env", "set_prefill_env", "set_decode_env", "set_kv_pool_env"}
+    assert cmap["functions"]["all_combine_in_single_container.sh"]["set_prefill_env"]  # the env.json section's body
     other = dict(cont, role="controller", name="x")
     assert "all_combine_in_single_container.sh" not in configmaps([other], ENV_FUNCTIONS)[0]["functions"]
 
@@ -161,3 +163,14 @@ def test_no_healer_watches_the_one_container_as_an_engine_pod():
     assert healer_files(plan) == {}
     routes = {r["name"]: r for r in routes_expected(plan)}
     assert sorted(routes) == ["d0", "p0", "p1"] and routes["p0"]["need"] == 2
+
+
+def test_a_change_in_any_role_section_restarts_the_one_container():
+    """The config hash of the single container covers every section a role reads (it runs them all)."""
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import spec_digest  # noqa: PLC0415
+
+    first = plan_of()
+    user, env = single_config()
+    user["motor_engine_decode_config"]["engine_config"]["max_model_len"] = 1234
+    second = build_plan(normalize(user, env), hosts())
+    assert spec_digest(first["containers"][0]) != spec_digest(second["containers"][0])
