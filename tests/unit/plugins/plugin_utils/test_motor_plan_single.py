@@ -15,7 +15,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize im
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import readiness_checks
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import engine_step_waits, readiness_checks
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import healer_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.probes import healthcheck, probe_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import configmaps
@@ -104,6 +104,8 @@ def test_readiness_is_the_controller_and_the_coordinator_of_the_one_container():
     assert all(ip in c["url"] for c in checks)
     # every engine endpoint of every node manager of the container is checked
     assert len([c for c in checks if c["until"] == "status_ok"]) == 4
+    # no wait for the control plane before the engine tier starts: it starts in it (it would wait forever)
+    assert engine_step_waits(plan, {"ready": 60, "port": 10}) == []
 
 
 def test_overlapping_prefill_engine_ports_are_refused():
