@@ -13,7 +13,9 @@ host-network ports never meet:
   roles/all_combine_in_single_container.sh shape in the stand-in image), with the KV pool master in it.
 
 Each: deploy, coordinator ready, a chat request answered, a second deploy changes nothing, verify.yml passes (A5:
-with the affinity probe; SGLang: affinity "not applicable"). Wall time: ~5 min on 2 shared cores (8 tests, 298 s;
+with the affinity probe; SGLang: affinity "not applicable"; single container: its processes and offsets). Wall time:
+~6 min on 2 shared cores (12 tests, 352 s with the single-container job, which adds one A3 host and ~71 s of
+playbooks; was 8 tests, 298 s;
 10.5 min under heavy load from other sessions), printed per step to stderr at teardown (pytest -s).
 """
 

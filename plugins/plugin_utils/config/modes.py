@@ -22,7 +22,8 @@ STANDBY_WHY = ("master-standby runs two replicas with an etcd lock election (ups
                "but the second %s and the virtual IP (motor_vip, keepalived and HAProxy) do not (issue 49, "
                "docs/ha.md), so the mode would be configured and never run")
 ENCODE_WHY = ("encode (EPD) instances are not placed by this collection: no container would run them while the "
-              "coordinator and controller expect them")
+              "coordinator and controller expect them (upstream runs them as ROLE=encode engine pods: "
+              "examples/deployer/lib/generator/engine.py:112, startup/boot.sh:18)")
 
 
 def check_modes(ctx, uc):
