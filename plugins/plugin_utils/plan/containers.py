@@ -43,7 +43,8 @@ ENV_SECTION = {
     "kv_conductor": "motor_kv_conductor_env",
     "mf_store": "motor_mf_store_env",
     "kv_watcher": "motor_common_env",
-    "single_container": "motor_common_env",  # every role in one container: each role's env through its shell function  # the collection's own container: the common env (proxies, log paths) only
+    # every role in one container (plan/single.py): each role's env comes through its shell function
+    "single_container": "motor_common_env",  # the collection's own container: the common env (proxies, log paths) only
 }
 
 

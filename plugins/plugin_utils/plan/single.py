@@ -36,7 +36,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     TIER_ENGINE,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.containers import ENGINE_SHM_SIZE, MANAGER_DEVICES
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import dig, ensure, env_str, obj
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import dig, ensure, env_str
 
 SINGLE_CONTAINER_MODE = "single_container"
 SINGLE_SCHEDULER_MODE = "pd_disaggregation_single_container"
