@@ -1,15 +1,21 @@
 """Issue 16 on the simulated cluster: configurations PyMotor's own deployer accepts deploy through playbooks/deploy.yml.
 
 Hosts (prefix pymotor-parity): <prefix>-1 an Atlas 800I A2, <prefix>-2 an Atlas 350 (A5, 350-Atlas-8),
-<prefix>-ctl a CPU-only control host. Two jobs on their own hosts, so their host-network ports never meet:
+<prefix>-3 an Atlas 800I A3, <prefix>-ctl a CPU-only control host. Three jobs on their own hosts, so their
+host-network ports never meet:
 
 - ``sgl``: SGLang PD separation (the sglang_pd_separation fixture: P tp 4, D tp 2 x dp 2, 4 NPUs each) on the A2
   host, control plane and mf_store there too; PyMotor's PD dual dispatch through the SGLang stand-in;
 - ``a5v``: the seed vLLM PD separation with KV-cache affinity (KV pool, conductor) with ``hardware_type``
-  350-Atlas-8: engines on the A5 host, control plane on the control host.
+  350-Atlas-8: engines on the A5 host, control plane on the control host;
+- ``sc``: upstream's own single_container example (the newer snapshot in tests/fixtures/upstream_newer, as pasted but
+  the image and the model): deploy_mode single_container, every role in one container on the A3 host (upstream's
+  roles/all_combine_in_single_container.sh shape in the stand-in image), with the KV pool master in it.
 
 Each: deploy, coordinator ready, a chat request answered, a second deploy changes nothing, verify.yml passes (A5:
-with the affinity probe; SGLang: affinity "not applicable"). Wall time: ~5 min on 2 shared cores (8 tests, 298 s;
+with the affinity probe; SGLang: affinity "not applicable"; single container: its processes and offsets). Wall time:
+~6 min on 2 shared cores (12 tests, 352 s with the single-container job, which adds one A3 host and ~71 s of
+playbooks; was 8 tests, 298 s;
 10.5 min under heavy load from other sessions), printed per step to stderr at teardown (pytest -s).
 """
 
@@ -34,6 +40,7 @@ PREFIX = "pymotor-parity" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own
 IMAGE = "local/pymotor-parity:test"
 MODEL_DIR = "/mnt/weight/Qwen3-0.6B"
 FIXTURES = REPO / "tests/unit/fixtures/configs"
+SINGLE_EXAMPLE = REPO / "tests/fixtures/upstream_newer/examples/infer_engines/vllm/single_container"
 TIMINGS: dict[str, float] = {}
 
 pytestmark = pytest.mark.docker
@@ -53,6 +60,17 @@ def sglang_config() -> dict:
 def a5_config() -> dict:
     user = json.loads((REPO / "examples/seed_pd_separation/user_config.json").read_text())
     user["motor_deploy_config"].update(job_id="a5v", image_name=IMAGE, hardware_type="350-Atlas-8")
+    return user
+
+
+def single_container_config() -> dict:
+    """Upstream's example as pasted, but the image and the model this cluster has (its scheduler deploy_mode is
+    left out, as upstream's example leaves it: filled in with a warning)."""
+    user = json.loads((SINGLE_EXAMPLE / "user_config.json").read_text())
+    user["motor_deploy_config"].update(image_name=IMAGE, job_id="sc")
+    for role in ("prefill", "decode"):
+        engine = user[f"motor_engine_{role}_config"]["engine_config"]
+        engine["model"], engine["served_model_name"] = MODEL_DIR, "qwen3-0.6b"
     return user
 
 
@@ -82,7 +100,8 @@ def cluster(tmp_path_factory):
     assert built.returncode == 0, f"stand-in image build failed:\n{built.stdout[-2000:]}\n{built.stderr[-4000:]}"
     jobs = {}
     for job, user, env in (("sgl", sglang_config(), FIXTURES / "sglang_pd_separation/env.json"),
-                           ("a5v", a5_config(), REPO / "examples/seed_pd_separation/env.json")):
+                           ("a5v", a5_config(), REPO / "examples/seed_pd_separation/env.json"),
+                           ("sc", single_container_config(), SINGLE_EXAMPLE / "env.json")):
         config = tmp / job
         config.mkdir()
         (config / "user_config.json").write_text(json.dumps(user, indent=2))
@@ -90,17 +109,18 @@ def cluster(tmp_path_factory):
         jobs[job] = {"config": config, "inventory": tmp / f"{job}.yml"}
     simctl.down(PREFIX)
     try:
-        a2, a5, ctl = simctl.up(hardware=["800I_A2", "350-Atlas-8"], prefix=PREFIX, control=True)
-        assert (a2["hardware"], a5["hardware"]) == ("800I_A2", "350-Atlas-8")
+        a2, a5, a3, ctl = simctl.up(hardware=["800I_A2", "350-Atlas-8", "800I_A3"], prefix=PREFIX, control=True)
+        assert (a2["hardware"], a5["hardware"], a3["hardware"]) == ("800I_A2", "350-Atlas-8", "800I_A3")
         simctl.load_image(PREFIX, IMAGE)
         inventory(jobs["sgl"]["inventory"], a2, a2)
         inventory(jobs["a5v"]["inventory"], a5, ctl)
+        inventory(jobs["sc"]["inventory"], a3, a3)
         TIMINGS["setup"] = round(time.monotonic() - start, 1)
         for job, info in jobs.items():
             info["deploy"] = timed(f"{job} deploy", "deploy.yml", info["inventory"], info["config"],
                                    "-e", "motor_service_ready_timeout=240")
             info["plan"] = json.loads((info["config"] / "motor_plan.json").read_text())
-        yield {"jobs": jobs, "hosts": {"a2": a2, "a5": a5, "ctl": ctl}, "tmp": tmp}
+        yield {"jobs": jobs, "hosts": {"a2": a2, "a5": a5, "a3": a3, "ctl": ctl}, "tmp": tmp}
     finally:
         simctl.down(PREFIX)
         TIMINGS["total"] = round(time.monotonic() - start, 1)
@@ -117,7 +137,7 @@ def readiness(plan: dict) -> dict:
     return requests.get(f"http://{coord['ip']}:{coord['mgmt_port']}/readiness", timeout=5).json()
 
 
-@pytest.mark.parametrize("job", ["sgl", "a5v"])
+@pytest.mark.parametrize("job", ["sgl", "a5v", "sc"])
 def test_deploy_ready_and_answers(cluster, job):
     info = cluster["jobs"][job]
     assert "all deploy end." in info["deploy"].stdout
@@ -152,7 +172,7 @@ def test_a5_engines_get_the_a5_hosts_npus(cluster):
     assert rc == 0 and out.count("950PR") == 8
 
 
-@pytest.mark.parametrize("job", ["sgl", "a5v"])
+@pytest.mark.parametrize("job", ["sgl", "a5v", "sc"])
 def test_second_deploy_changes_nothing(cluster, job):
     info = cluster["jobs"][job]
     result = timed(f"{job} re-deploy", "deploy.yml", info["inventory"], info["config"])
@@ -182,3 +202,38 @@ def test_verify_sglang_reports_affinity_not_applicable(cluster):
     printed = " ".join(result.stdout.split())  # the callback folds long table lines
     assert "n/a affinity coordinator not applicable: engine_type sglang" in printed, result.stdout[-3000:]
     assert "checks passed, 0 failed" in printed
+
+
+def test_single_container_runs_every_role_in_one_container(cluster):
+    """One container on the A3 host runs the coordinator, the controller, the KV pool master and a node manager per
+    instance (JOB_NAME p0 and d0 at their upstream offsets), each engine on its own NPUs."""
+    info = cluster["jobs"]["sc"]
+    plan = info["plan"]
+    assert "scheduler_config.deploy_mode: missing" in " ".join(info["deploy"].stdout.split())
+    (cont,) = plan["containers"]
+    assert cont["role"] == "single_container" and cont["host"] == cluster["hosts"]["a3"]["name"]
+    host = cluster["hosts"]["a3"]["name"]
+    rc, out = simctl.host_exec(host, f"docker exec {cont['name']} ps -eo args")
+    assert rc == 0, out
+    # the stand-in's modules for motor.coordinator, motor.controller, mooncake_master, node managers and engines
+    for process in ("motor_sim.coordinator", "motor_sim.controller", "motor_sim.kv_pool --port"):
+        assert process in out, out
+    assert out.count("motor_sim.node_manager") == 2 and out.count("motor_sim.engine ") == 2, out
+    rc, out = simctl.host_exec(host, f"docker logs {cont['name']} 2>&1")
+    assert "pull up instance: ROLE=prefill INDEX=0 JOB_NAME=p0" in out and "JOB_NAME=d0" in out, out[-3000:]
+    # world size 1 each (dp 1, tp 1): the container has 2 NPUs, the decode engine the one after the prefill's
+    # (upstream's device offset p_instances x p_world = 1)
+    assert len(cont["npu_ids"]) == 2, cont["npu_ids"]
+    assert '"ASCEND_RT_VISIBLE_DEVICES": "1"' in out and '"ASCEND_RT_VISIBLE_DEVICES": "0"' in out, out[-3000:]
+
+
+def test_verify_single_container_passes(cluster):
+    info = cluster["jobs"]["sc"]
+    report_path = cluster["tmp"] / "sc-report.json"
+    result = timed("sc verify", "verify.yml", info["inventory"], info["config"], "-e",
+                   f"motor_verify_report={report_path}")
+    report = json.loads(report_path.read_text())
+    assert report["passed"], [c for c in report["checks"] if not c["ok"]]
+    names = {c.get("name") or c.get("target") for c in report["checks"]}
+    assert any("/p0" in str(n) for n in names) and any("/d0" in str(n) for n in names), report["checks"]
+    assert "checks passed, 0 failed" in " ".join(result.stdout.split())

@@ -8,7 +8,8 @@ image (bash, python3; nothing of it runs), with recording stubs ahead on PATH fo
 ...``, hccl_tools.py, mooncake_master, mooncake_conductor): upstream's side has upstream's ``examples/deployer``
 mounted at /tmp/motor/examples/deployer (its lib/ for mooncake_config.py), as in the real image. For every role the
 two must agree on: the scripts sourced, the injected set_*_env functions called (bash xtrace), the command started
-and its environment, the Mooncake config files written, the exit code; and they must fail alike on broken
+and its environment (every command, in any order, for the single container of deploy_mode single_container),
+the Mooncake config files written, the exit code; and they must fail alike on broken
 directories (role scripts only under roles/, no user_config.json). Skips with the reason when the upstream tree
 (MOTOR_UPSTREAM_PYMOTOR, default ../shared/upstream/pymotor) is absent. Nothing of upstream is copied here.
 """
@@ -182,6 +183,8 @@ def result(out: Path, configmap: str, injected: set) -> dict:
             argv[2] = re.sub(r"^motor_sim\.(\w+)$", r"motor.\1.main", argv[2])
         env = {k: norm(v) for k, v in rec["env"].items() if k not in IGNORED_ENV and not k.startswith("BASH")}
         launches.append({"argv": argv, "env": env})
+    # the single container starts its processes in the background: their records may land in any order
+    launches.sort(key=lambda x: (x["argv"], x["env"].get("ROLE", ""), x["env"].get("INDEX", "")))
     conf = out / "conf"
     files = {p.name: json.loads(p.read_text()) for p in sorted(conf.glob("kv_*_config.json"))} if conf.is_dir() else {}
     return {"rc": int((out / "rc").read_text()), "sourced": sourced, "called": called, "launches": launches,
@@ -200,6 +203,7 @@ def booted(tmp_path_factory):
             if seed == SEEDS[0] and c["role"] in BROKEN_ROLES:
                 for how in sorted(BROKEN):
                     cases[f"{seed}-{c['role']}-{how}"] = (c, how)
+    cases[SINGLE] = (single_container(), None)
     work = tmp_path_factory.mktemp("contract")
     try:
         return {"upstream": boot_all(image, work, "upstream", cases),
@@ -216,13 +220,27 @@ def seed_containers(seed: str) -> list:
 
 
 SEED_CONTAINERS = {seed: seed_containers(seed) for seed in SEEDS}
+
+
+def single_container() -> dict:
+    """The one container of upstream's newer single_container example (deploy_mode single_container: coordinator,
+    controller, KV pool master and a node manager per instance from all_combine_in_single_container.sh)."""
+    folder = REPO_ROOT / "tests/fixtures/upstream_newer/examples/infer_engines/vllm/single_container"
+    user = json.loads((folder / "user_config.json").read_text())
+    user["motor_deploy_config"]["image_name"] = "pymotor:example"
+    env = json.loads((folder / "env.json").read_text())
+    (container,) = build_plan(normalize(user, env), hosts(user["motor_deploy_config"]["hardware_type"]))["containers"]
+    return container
+
+
+SINGLE = "single_container"
 BROKEN = {"roles_only", "no_user_config"}
 BROKEN_ROLES = ("controller", "prefill", "kv_conductor")  # one control-plane role, an engine, the conductor
 
 
 def _cases(kind: str | None) -> list:
     if kind is None:
-        return [f"{seed}-{c['role']}" for seed in SEEDS for c in SEED_CONTAINERS[seed]]
+        return [f"{seed}-{c['role']}" for seed in SEEDS for c in SEED_CONTAINERS[seed]] + [SINGLE]
     return [f"{SEEDS[0]}-{c['role']}-{kind}" for c in SEED_CONTAINERS[SEEDS[0]] if c["role"] in BROKEN_ROLES]
 
 

@@ -28,7 +28,6 @@ EXAMPLES = sorted(str(path.parent.relative_to(NEWER)) for path in NEWER.rglob("u
 ENGINE_SECTIONS = ("motor_engine_prefill_config", "motor_engine_decode_config", "motor_engine_union_config")
 # the examples this collection refuses by name: (path of the problem, words of its message or hint)
 REFUSED = {
-    "examples/infer_engines/vllm/single_container": ("motor_deploy_config.deploy_mode", "single_container"),
     "examples/infer_engines/vllm/ucm_pd": ("kv_cache_store_config", "did you mean 'kv_cache_pool_config'?"),
 }
 
@@ -80,7 +79,10 @@ def test_newer_example_validates_and_plans_with_warnings_only(name):
                          "motor_hardware_type": config["hardware_type"]} for i in range(engine_hosts(config))}
     hosts["c0"] = {"motor_host_ip": "10.0.1.1", "group_names": ["motor_control_hosts"]}
     plan = build_plan(config, hosts)
-    assert {c["role"] for c in plan["containers"]} >= {"controller", "coordinator"}
+    if user["motor_deploy_config"].get("deploy_mode") == "single_container":  # every role in one container
+        assert [c["role"] for c in plan["containers"]] == ["single_container"]
+    else:
+        assert {c["role"] for c in plan["containers"]} >= {"controller", "coordinator"}
     # every key unknown to our lists is a warning naming the list's commit, never a silent pass
     unknown = [w for w in config["warnings"] if "not known to " in w]
     assert all(" 7d15c04" in w or " 99d7eb5d" in w or " 3d88bf917" in w for w in unknown), unknown

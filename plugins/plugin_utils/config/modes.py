@@ -4,39 +4,32 @@
 """Every upstream deploy mode deployed or refused by name (issue 36): no mode is validated and then ignored.
 
 Deployed: deploy_mode infer_service_set (the default) and multi_deployment (on bare metal both are the same containers:
-one per control role and per engine pod). Refused, with the reason: deploy_mode single_container and the scheduler's
-pd_disaggregation_single_container (every role in one pod), master-standby (two replicas and an etcd election), encode
-(EPD) instances. Paths are upstream PyMotor's (../shared/upstream/pymotor).
+one per control role and per engine pod), and single_container with the scheduler's pd_disaggregation_single_container
+(every role in one container, plan/single.py; refused when only one of the pair is set). Refused, with the reason:
+master-standby (two replicas and an etcd election), encode (EPD) instances. Paths are upstream PyMotor's
+(../shared/upstream/pymotor).
 """
 
 from __future__ import annotations
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import is_int
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.standby import standby_sections
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import check_single_scheduler
 
-SINGLE_CONTAINER_WHY = ("runs every role of the job in one container (upstream examples/deployer/deploy.py:172, "
-                        "startup/roles/all_combine_in_single_container.sh); this collection deploys one container per "
-                        "control role and per engine pod and does not deploy that mode")
 STANDBY_WHY = ("master-standby runs two replicas with an etcd lock election (upstream examples/deployer/lib/generator/"
                "controller.py:19-25, coordinator.py:19-24, motor/config/standby.py:19) behind one address that follows "
                "the master; it is not yet deployed by this collection: the etcd cluster exists (playbooks/etcd.yml) "
                "but the second %s and the virtual IP (motor_vip, keepalived and HAProxy) do not (issue 49, "
                "docs/ha.md), so the mode would be configured and never run")
 ENCODE_WHY = ("encode (EPD) instances are not placed by this collection: no container would run them while the "
-              "coordinator and controller expect them")
+              "coordinator and controller expect them (upstream runs them as ROLE=encode engine pods: "
+              "examples/deployer/lib/generator/engine.py:112, startup/boot.sh:18)")
 
 
 def check_modes(ctx, uc):
     """Refuse, by name, the upstream modes this collection does not deploy."""
     deploy = uc.get("motor_deploy_config") if isinstance(uc.get("motor_deploy_config"), dict) else {}
-    if deploy.get("deploy_mode") == "single_container":
-        ctx.error("motor_deploy_config.deploy_mode", "single_container %s" % SINGLE_CONTAINER_WHY,
-                  'use "infer_service_set" (the default) or "multi_deployment": both deploy the same containers here')
-    coordinator = uc.get("motor_coordinator_config")
-    scheduler = coordinator.get("scheduler_config") if isinstance(coordinator, dict) else None
-    if isinstance(scheduler, dict) and scheduler.get("deploy_mode") == "pd_disaggregation_single_container":
-        ctx.error("motor_coordinator_config.scheduler_config.deploy_mode",
-                  "pd_disaggregation_single_container %s" % SINGLE_CONTAINER_WHY, 'use "pd_separate"')
+    check_single_scheduler(ctx, uc)  # deployed (plan/single.py) when paired as upstream needs
     standby = standby_sections(uc)
     for key, role in (("motor_controller_config", "controller"), ("motor_coordinator_config", "coordinator")):
         if key in standby:

@@ -17,6 +17,8 @@ def instance_pods(plan: dict) -> dict:
     """``{instance job name: {"role", "ips" (sorted), "containers"}}`` of the plan's engine instances."""
     out = {}
     for c in plan.get("containers") or []:
+        for nm in c.get("node_managers") or []:  # the single container: each node manager is an instance of its own
+            out[nm["job_name"]] = {"role": nm["role"], "ips": [c["ip"]], "containers": [c["name"]]}
         if c.get("role") in ENGINE_ROLES and c.get("job_name"):
             entry = out.setdefault(c["job_name"], {"role": c["role"], "ips": [], "containers": []})
             if c.get("ip") and c["ip"] not in entry["ips"]:

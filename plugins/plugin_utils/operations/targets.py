@@ -65,7 +65,8 @@ def service_targets(plan: dict, check_hostname: bool = True) -> dict:
     """Every management / inference target of a job: ``controller``, ``coordinator`` (readiness), ``inference``
     (chat completions), ``conductor`` (base URL), ``routes`` (the coordinator's ``/metrics?type=dp``: the instances
     it routes to, ``motor_health.routed_instances``), ``node_managers`` ``{container: target}``, ``engines``
-    ``{"<container>/<dp_rank>": target of /status}``, ``metrics`` ``{"<container>/<dp_rank>": [targets]}`` of the
+    ``{"<container>/<dp_rank>": target of /status}`` (the single container's keys: ``node_manager_ports``,
+    ``engine_endpoints``), ``metrics`` ``{"<container>/<dp_rank>": [targets]}`` of the
     KV-event publishing engines (PyMotor's management /metrics, then vLLM's on the service port) and ``tokenize``
     (the first publishing engine's vLLM /tokenize)."""
     tls = tls_settings(plan, check_hostname)
@@ -89,10 +90,9 @@ def service_targets(plan: dict, check_hostname: bool = True) -> dict:
     for c in plan.get("containers") or []:
         if c.get("tier") != 2:
             continue
-        out["node_managers"][c["name"]] = target(c["ip"], (c.get("port_map") or {}).get("node_manager"),
-                                                 "/node-manager/status", mgmt)
-        for ep in c.get("endpoints") or []:
-            key = "%s/%s" % (c["name"], ep["dp_rank"])
+        for key, port in node_manager_ports(c):
+            out["node_managers"][key] = target(c["ip"], port, "/node-manager/status", mgmt)
+        for key, ep in engine_endpoints(c):
             out["engines"][key] = target(c["ip"], ep.get("mgmt_port"), "/status", mgmt)
             if events_role and c.get("role") == events_role:
                 out["metrics"][key] = [target(c["ip"], ep.get("mgmt_port"), "/metrics", mgmt),
@@ -100,6 +100,25 @@ def service_targets(plan: dict, check_hostname: bool = True) -> dict:
                 if out["tokenize"] is None:
                     out["tokenize"] = target(c["ip"], ep.get("service_port"), "/tokenize", infer)
     return out
+
+
+def node_manager_ports(container: dict) -> list:
+    """``[(key, port)]`` of a container's node managers: ``<container>`` of an engine pod; ``<container>/<job_name>``
+    of each node manager of the single container (plan/single.py), which is no engine pod: no pod healer, stall
+    repair or rolling restart looks it up by its name."""
+    if container.get("node_managers"):
+        return [("%s/%s" % (container["name"], nm["job_name"]), nm["node_manager_port"])
+                for nm in container["node_managers"]]
+    return [(container["name"], (container.get("port_map") or {}).get("node_manager"))]
+
+
+def engine_endpoints(container: dict) -> list:
+    """``[(key, endpoint)]`` of a container's engines: ``<container>/<dp_rank>`` of an engine pod; of the single
+    container (plan/single.py), whose node managers each start their own ranks, ``<container>/<job_name>/<dp_rank>``."""
+    if container.get("node_managers"):
+        return [("%s/%s/%s" % (container["name"], nm["job_name"], ep["dp_rank"]), ep)
+                for nm in container["node_managers"] for ep in nm["endpoints"]]
+    return [("%s/%s" % (container["name"], ep["dp_rank"]), ep) for ep in container.get("endpoints") or []]
 
 
 def uri_args(tgt) -> dict:

@@ -9,6 +9,7 @@ from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_SECTIONS, PUBLISHING_ROLES
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.affinity import affinity_report, prefix_line
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import engine_endpoints, node_manager_ports
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import expected_kv_endpoints
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
 
@@ -138,12 +139,12 @@ def verify_report(plan: dict, raw: dict, min_affinity: float = 1.0) -> dict:
     for c in plan.get("containers", []):
         if c.get("tier") != 2:
             continue
-        got = (raw.get("node_managers") or {}).get(c["name"]) or {}
-        checks.append(_check("node manager status normal", c["name"],
-                             got.get("status") == 200 and status_ok(got.get("json")),
-                             f"HTTP {got.get('status')} {got.get('json')}"))
-        for ep in c.get("endpoints", []):
-            key = f"{c['name']}/{ep['dp_rank']}"
+        for key, _port in node_manager_ports(c):
+            got = (raw.get("node_managers") or {}).get(key) or {}
+            checks.append(_check("node manager status normal", key,
+                                 got.get("status") == 200 and status_ok(got.get("json")),
+                                 f"HTTP {got.get('status')} {got.get('json')}"))
+        for key, _ep in engine_endpoints(c):
             got = (raw.get("engines") or {}).get(key) or {}
             checks.append(_check("engine status normal", key,
                                  got.get("status") == 200 and status_ok(got.get("json")),

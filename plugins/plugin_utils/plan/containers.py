@@ -42,7 +42,9 @@ ENV_SECTION = {
     "kv_pool": "motor_kv_cache_pool_env",
     "kv_conductor": "motor_kv_conductor_env",
     "mf_store": "motor_mf_store_env",
-    "kv_watcher": "motor_common_env",  # the collection's own container: the common env (proxies, log paths) only
+    "kv_watcher": "motor_common_env",
+    # every role in one container (plan/single.py): each role's env comes through its shell function
+    "single_container": "motor_common_env",  # the collection's own container: the common env (proxies, log paths) only
 }
 
 

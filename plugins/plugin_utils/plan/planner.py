@@ -46,6 +46,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hosts import p
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.placement import Placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.ports import PortAssignment
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.sglang import SGLangPlan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SingleContainerPlan, is_single_container
 
 
 class MotorPlanError(ProblemsError):
@@ -91,7 +92,8 @@ def placement_of(plan: dict) -> dict[str, dict]:
     }
 
 
-class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
+class Planner(SGLangPlan, SingleContainerPlan, Placement, PortAssignment, EventPorts, HcclPorts,  # pylint: disable=too-many-instance-attributes
+              ContainerBuilder):
     """One plan: check the config, parse the hosts, place, assign ports, build the containers, check the result."""
 
     def __init__(self, config, hosts, previous=None, config_root=CONFIG_ROOT):
@@ -138,6 +140,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
         self._runs = {}  # range -> its ints as a list, made once (ContainerBuilder._listed)
         # the current placement (sticky scale / reconfigure): name -> {host, npu_ids, port_map}
         self.previous = previous if isinstance(previous, dict) else {}
+        self.single = is_single_container(self.user_config)
         self.kept = set()  # (role, instance) of the engine instances kept where previous puts them
 
     def _check_config(self):
@@ -297,7 +300,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
         pods_of = {}
         for pod in self.pods:
             pods_of.setdefault((pod["role"], pod["instance"]), []).append(pod)
-        for role, spec in self.engines.items():
+        for role, spec in ({} if self.single else self.engines).items():
             for inst in range(spec["count"]):
                 pods = pods_of.get((role, inst), [])
                 instances.append({
@@ -307,6 +310,8 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
                               "npu_ids": list(p["npu_ids"]), "dp_ranks": list(p["dp_ranks"]),
                               "rank_pool": self._listed(p["rank_pool"])} for p in pods],
                 })
+        if self.single:
+            instances = self.single_instances()
         coord = self.control["coordinator"]
         ctrl = self.control["controller"]
         plan = {
@@ -344,6 +349,8 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
         return plan
 
     def run(self):
+        if self.single:
+            return self._run_single()
         self.place_engines()
         if self.problems:
             raise MotorPlanError(self.problems)
@@ -355,5 +362,18 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
         if self.problems:
             raise MotorPlanError(self.problems)
         self.build_containers()
+        self.check_invariant()
+        return self.result()
+
+    def _run_single(self):
+        """deploy_mode single_container (plan/single.py): one container, the same entry shape as every other."""
+        self.split_engine_hosts()
+        self.run_single()
+        if self.problems:
+            raise MotorPlanError(self.problems)
+        shell_env = self.shell_env()
+        for cont in self.containers:
+            cont["shell_env"] = shell_env
+            cont["kv_patch"] = False  # no conductor in this mode: PyMotor's deployer patches vLLM only with one
         self.check_invariant()
         return self.result()

@@ -34,9 +34,10 @@ import re
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import engine_endpoints, service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE, with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SINGLE_ROLE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import (
     unreachable_hosts,
     with_needs,
@@ -97,9 +98,10 @@ def readiness_checks(plan: dict, timeouts: dict, skip: frozenset = frozenset()) 
     targets = service_targets(plan)
     checks = [
         _check("the controller port answers", "answers", targets["controller"], timeouts["port"],
-               ["controller", "coordinator"], host=(plan.get("controller") or {}).get("host")),
+               ["controller", "coordinator", SINGLE_ROLE], host=(plan.get("controller") or {}).get("host")),
         _check("the coordinator reports ready (instances assembled; model loading can take long)", "ready",
-               targets["coordinator"], timeouts["ready"], ["coordinator", "controller", "prefill", "decode", "union"],
+               targets["coordinator"], timeouts["ready"],
+               ["coordinator", "controller", "prefill", "decode", "union", SINGLE_ROLE],
                host=(plan.get("coordinator") or {}).get("host")),
     ]
     checks += engine_checks(plan, targets, timeouts,
@@ -120,9 +122,8 @@ def engine_checks(plan: dict, targets: dict, timeouts: dict, names=None) -> list
     for c in plan.get("containers") or []:
         if c.get("tier") != 2 or (names is not None and c["name"] not in names):
             continue
-        for ep in c.get("endpoints") or []:
-            key = "%s/%s" % (c["name"], ep["dp_rank"])
-            checks.append(_check("the engine of %s (endpoint %d) reports normal" % (c["name"], ep["local_index"]),
+        for key, ep in engine_endpoints(c):
+            checks.append(_check("the engine of %s (endpoint %s) reports normal" % (c["name"], key.split("/", 1)[1]),
                                  "status_ok", targets["engines"][key], timeouts["ready"], [c["role"]], host=c["host"]))
     return checks
 
@@ -231,7 +232,11 @@ def engine_step_waits(plan: dict, timeouts: dict) -> list:
     controller, the coordinator and the KV conductor answer. Upstream's controller pushes an assembled instance to
     the coordinator once (a coordinator still starting misses it and never reports ready), the coordinator
     registers each prefill DP rank with the conductor once, and a node manager that cannot reach the controller
-    gives up after 5 heartbeats: engines that come up before the control plane listens are lost to it."""
+    gives up after 5 heartbeats: engines that come up before the control plane listens are lost to it. None when
+    no container of its own runs the controller (deploy_mode single_container: it starts with the engines, in the
+    one container whose script starts it first, plan/single.py)."""
+    if not any(c.get("role") == "controller" for c in plan.get("containers") or []):
+        return []
     targets = service_targets(plan)
     checks = [_check("the controller answers before the engines start", "answers", targets["controller"],
                      timeouts["port"], ["controller"])]

@@ -10,6 +10,7 @@ import json
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_ROLES, SCALE_KEYS
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config, weight_dir
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SINGLE_ROLE
 
 
 def shared_spec(settings: dict, mounts: list, plan: dict) -> dict:
@@ -78,6 +79,7 @@ READS = {
 
 
 ROLE_SECTIONS = frozenset(section for sections in READS.values() for section in sections)
+READS[SINGLE_ROLE] = tuple(sorted(ROLE_SECTIONS))  # the single container runs every role: it reads every section
 
 
 def spec_digest(container: dict) -> str:

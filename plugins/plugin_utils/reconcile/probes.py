@@ -6,7 +6,8 @@
 Upstream declares probes on the controller and the coordinator only (``examples/deployer/yaml_template/
 controller_template.yaml:86-111``, ``coordinator_template.yaml:51-76``, the same in ``infer_service_template.yaml:
 111-125, 242-258``); its engine, KV pool, KV conductor and mf_store templates declare none, so those containers get no
-health check here either (restarting an engine that is loading a model would be the loop upstream avoids). Each probe
+health check here either (the single container, which runs the controller and the coordinator, gets both probes,
+as ``single_container_template.yaml:41-67`` declares them) (restarting an engine that is loading a model would be the loop upstream avoids). Each probe
 runs ``$CONFIGMAP_PATH/probe.sh <startup|readiness|liveness>`` -> ``probe.py <role> <type>`` (``probe/probe.sh:27``),
 a GET of ``/<type>`` on the role's API port (``probe/probe.py:199-259``), 200 = success.
 
@@ -28,6 +29,7 @@ import json
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import probe
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import target, tls_settings
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SINGLE_ROLE
 
 PROBE_SCRIPT = "motor_probe.py"
 PROBE_CONFIG = "motor_probe.json"
@@ -38,16 +40,33 @@ LIVENESS = {"interval": 10, "timeout": 30, "retries": 5}
 STARTUP_GRACE = 10 * 100
 
 
-def _probed(plan: dict):
-    return [c for c in (plan or {}).get("containers") or [] if c.get("role") in PROBED_PORTS]
+# the single container (plan/single.py): upstream's probe is "probe.sh liveness coordinator && probe.sh liveness
+# controller" every 5 s, 4 s each, 12 failures; startup 5 s x 100 (single_container_template.yaml:41-67)
+SINGLE_PROBED = ("mgmt", "controller_api")  # its port_map keys: the coordinator's management, the controller's API
+SINGLE_LIVENESS = {"interval": 5, "timeout": 9, "retries": 12}  # two probes of at most 4 s each, one after the other
+SINGLE_PROBE_TIMEOUT = 4
+SINGLE_STARTUP_GRACE = 5 * 100
+
+
+def _probe_configs(container: dict) -> list:
+    """``[(file name, port_map key, timeout)]`` of the container's probes, in upstream's order (empty: none)."""
+    if container.get("role") == SINGLE_ROLE:
+        return [("motor_probe_%s.json" % key, key, SINGLE_PROBE_TIMEOUT) for key in SINGLE_PROBED]
+    if container.get("role") in PROBED_PORTS:
+        return [(PROBE_CONFIG, PROBED_PORTS[container["role"]], LIVENESS["timeout"])]
+    return []
 
 
 def healthcheck(container: dict):
     """The motor_containers ``healthcheck`` of a plan entry (seconds), or None when upstream declares no probe."""
-    if container.get("role") not in PROBED_PORTS:
+    configs = _probe_configs(container)
+    if not configs:
         return None
     path = container["configmap_path"]
-    return dict(LIVENESS, test=["CMD", "python3", "%s/%s" % (path, PROBE_SCRIPT), "%s/%s" % (path, PROBE_CONFIG)],
+    if container.get("role") == SINGLE_ROLE:
+        script = " && ".join("python3 %s/%s %s/%s" % (path, PROBE_SCRIPT, path, name) for name, _key, _t in configs)
+        return dict(SINGLE_LIVENESS, test=["CMD", "bash", "-c", script], start_period=SINGLE_STARTUP_GRACE)
+    return dict(LIVENESS, test=["CMD", "python3", "%s/%s" % (path, PROBE_SCRIPT), "%s/%s" % (path, configs[0][0])],
                 start_period=STARTUP_GRACE)
 
 
@@ -58,9 +77,13 @@ def probe_files(plan: dict) -> dict:
         script = handle.read()
     mgmt = tls_settings(plan, check_hostname=False)["mgmt"]
     out = {}
-    for c in _probed(plan):
-        port = (c.get("port_map") or {}).get(PROBED_PORTS[c["role"]])
-        config = {"target": target(c["ip"], port, "/liveness", mgmt), "timeout": LIVENESS["timeout"]}
-        out[c["name"]] = {PROBE_SCRIPT: script,
-                          PROBE_CONFIG: json.dumps(config, indent=2, sort_keys=True, separators=(",", ": ")) + "\n"}
+    for c in (plan or {}).get("containers") or []:
+        configs = _probe_configs(c)
+        if not configs:
+            continue
+        out[c["name"]] = {PROBE_SCRIPT: script}
+        for name, key, timeout in configs:
+            config = {"target": target(c["ip"], (c.get("port_map") or {}).get(key), "/liveness", mgmt),
+                      "timeout": timeout}
+            out[c["name"]][name] = json.dumps(config, indent=2, sort_keys=True, separators=(",", ": ")) + "\n"
     return out

@@ -25,6 +25,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import is_secret_key
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SINGLE_FUNCTIONS, SINGLE_ROLE, SINGLE_SCRIPT
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import HEALER_BLOCK, HEALER_SCRIPT, healer_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.host_healer import host_healer_files, host_healer_options
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
@@ -172,6 +173,8 @@ def configmaps(containers: list, env_functions: dict, extra_files: dict | None =
         # a script none of whose functions the plan gives (mf_store.sh outside SGLang jobs) is left as the image has it
         scripts = {script: names for script, names in (env_functions or {}).items()
                    if not shell_env or any(name in shell_env for name in names)}
+        if c.get("role") == SINGLE_ROLE:  # upstream's combined script gets every role's function (plan/single.py)
+            scripts[SINGLE_SCRIPT] = list(SINGLE_FUNCTIONS)
         functions, secret_functions = {}, {}
         for script, names in scripts.items():
             functions[script] = {}

@@ -51,6 +51,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--master-dp-ip", required=True)
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--config-path", required=True)
+    # what upstream's node manager adds in a single container (daemon.py:135-139; endpoint.py parse_cli_args)
+    p.add_argument("--kv-port", type=int)
+    p.add_argument("--dp-rpc-port", type=int)
+    p.add_argument("--lookup-rpc-port", type=int)
     return p.parse_args(argv)
 
 

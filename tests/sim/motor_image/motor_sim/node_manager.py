@@ -65,6 +65,52 @@ def npu_ids() -> list[int]:
     return sorted(int(m.group(1)) for m in ids if m)
 
 
+def _world_size(engine_config: dict) -> int:
+    """Upstream's ConfigResolver world_size (resolver.py:123-124): dp x tp x pp of a vLLM engine_config."""
+    size = 1
+    for key in ("data_parallel_size", "tensor_parallel_size", "pipeline_parallel_size"):
+        size *= int(cfg_get(engine_config, key, 1))
+    return size
+
+
+def single_container_offsets(user_config: dict, role: str) -> dict | None:
+    """Upstream's SingleContainerNodemanagerConfig.from_json (motor/config/node_manager.py:141-211): None unless the
+    scheduler's deploy_mode is pd_disaggregation_single_container and ROLE and INDEX are set; else this node manager's
+    port, base port and device offsets, device count, kv_port, lookup and dp_rpc ports."""
+    mode = section(user_config, "motor_coordinator_config", "scheduler_config").get("deploy_mode", "")
+    index = os.environ.get("INDEX")
+    if mode != "pd_disaggregation_single_container" or not role or index is None:
+        return None
+    deploy = user_config["motor_deploy_config"]
+    p_num = deploy["p_instances_num"]
+    prefill = user_config["motor_engine_prefill_config"]["engine_config"]
+    decode = user_config["motor_engine_decode_config"]["engine_config"]
+    p_dp, d_dp = int(cfg_get(prefill, "data_parallel_size", 1)), int(cfg_get(decode, "data_parallel_size", 1))
+    p_world, d_world = _world_size(prefill), _world_size(decode)
+    i = int(index)
+    if role == "prefill":
+        out = {"node_manager_port_offset": i, "base_port_offset": i * d_dp * 2, "device_offset": i * p_world,
+               "device_num": p_world}
+        lookup_offset = dp_offset = i
+    elif role == "decode":
+        out = {"node_manager_port_offset": p_num * p_dp + i, "base_port_offset": (p_num * p_dp + i * d_dp) * 2,
+               "device_offset": p_num * p_world + i * d_world, "device_num": d_world}
+        lookup_offset = dp_offset = p_num + i
+    else:
+        fail(COMPONENT, f"single container: role {role} is not prefill or decode")
+    out["kv_port"] = out["lookup_rpc_port"] = None
+    kv = prefill.get("kv_transfer_config") or {}
+    if kv:  # upstream reads the first two connectors of a MultiConnector, else the one kv_port
+        if kv.get("kv_connector") == "MultiConnector":
+            connectors = kv["kv_connector_extra_config"]["connectors"]
+            out["kv_port"] = int(connectors[0]["kv_port"]) + out["device_offset"]
+            out["lookup_rpc_port"] = int(connectors[1]["lookup_rpc_port"]) + lookup_offset
+        else:
+            out["kv_port"] = int(kv["kv_port"]) + out["device_offset"]
+    out["dp_rpc_port"] = int(cfg_get(prefill, "data_parallel_rpc_port", 9000)) + dp_offset
+    return out
+
+
 class NodeManager:
     def __init__(self, user_config: dict):
         self.role = os.environ["ROLE"]
@@ -77,6 +123,13 @@ class NodeManager:
         nm = engine.get("motor_nodemanger_config") or section(user_config, "motor_nodemanger_config")
         self.port = int((nm.get("api_config") or {}).get("node_manager_port") or 1026)
         self.base_port = int((nm.get("endpoint_config") or {}).get("base_port") or 10000)
+        # deploy_mode single_container: this node manager's offsets among the others of the container (upstream
+        # SingleContainerNodemanagerConfig.from_json, only with the scheduler's pd_disaggregation_single_container)
+        self.single = single_container_offsets(user_config, self.role)
+        if self.single:
+            self.port += self.single["node_manager_port_offset"]
+            self.base_port += self.single["base_port_offset"]
+            log(COMPONENT, "single container offsets", **self.single)
         self.heartbeat_interval = float((nm.get("basic_config") or {}).get("heartbeat_interval_seconds") or 3)
         self.controller = f"{scheme('mgmt')}://{os.environ['CONTROLLER_SERVICE']}:{controller_port(user_config)}"
         self.sglang = engine.get("engine_type") == "sglang"
@@ -115,6 +168,12 @@ class NodeManager:
 
     def _assign_devices(self) -> list[list[int]]:
         found = npu_ids()
+        if self.single:  # its devices start at its device offset among the container's (engine_manager.py:205-217)
+            offset = self.single["device_offset"]
+            if len(found) < offset + self.single["device_num"]:
+                fail(COMPONENT, f"found {len(found)} /dev/davinci* devices, need {self.single['device_num']} from "
+                                f"offset {offset} (single container)")
+            found = found[offset:offset + self.single["device_num"]]
         need = self.dp_local * self.devices_per_rank
         log(COMPONENT, "NPU devices in container", devices=[f"/dev/davinci{i}" for i in found], need=need)
         if len(found) < need:
@@ -241,6 +300,8 @@ class NodeManager:
         k = self.devices_per_rank
         start = index * k % size
         ids = [(start + j) % size for j in range(k)]
+        if self.single:  # daemon.py:180-181: shifted by the device offset
+            ids = [i + self.single["device_offset"] for i in ids]
         return ",".join(map(str, ids))
 
     def _spawn(self, cmd: dict, local_rank: int, dp_rank: int) -> subprocess.Popen:
@@ -249,6 +310,10 @@ class NodeManager:
                 "--role", self.role, "--host", self.pod_ip, "--port", str(port), "--mgmt-port", str(mgmt),
                 "--master-dp-ip", cmd["master_dp_ip"], "--node-rank", str(cmd["node_rank"]),
                 "--config-path", os.environ["USER_CONFIG_PATH"]]
+        if self.single:  # daemon.py:135-139
+            argv += ["--kv-port", str(self.single["kv_port"]), "--dp-rpc-port", str(self.single["dp_rpc_port"])]
+            if self.single["lookup_rpc_port"] is not None:
+                argv += ["--lookup-rpc-port", str(self.single["lookup_rpc_port"])]
         env = dict(os.environ)
         if not self.sglang or self.multi_endpoints:  # PyMotor sets it per endpoint only with multi endpoints
             env["ASCEND_RT_VISIBLE_DEVICES"] = self.visible_devices(local_rank)

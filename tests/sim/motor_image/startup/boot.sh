@@ -7,7 +7,7 @@ set -euo pipefail
 echo "[boot] ROLE=${ROLE:-} JOB_NAME=${JOB_NAME:-} POD_IP=${POD_IP:-} HOST_IP=${HOST_IP:-}" \
   "CONFIGMAP_PATH=${CONFIGMAP_PATH:-} CONFIG_PATH=${CONFIG_PATH:-}"
 : "${CONFIGMAP_PATH:?CONFIGMAP_PATH must point at the directory holding boot.sh and user_config.json}"
-: "${ROLE:?ROLE must be set (controller, coordinator, prefill, decode, union, kv_pool, kv_conductor, mf_store)}"
+: "${ROLE:?ROLE must be set (SINGLE_CONTAINER, controller, coordinator, prefill, decode, union, kv_pool, kv_conductor, mf_store)}"
 export CONFIG_PATH="${CONFIG_PATH:-/usr/local/Ascend/pyMotor/conf}"
 
 # As PyMotor's boot.sh: common.sh and the role script are sourced from the directory of boot.sh itself
@@ -15,6 +15,7 @@ export CONFIG_PATH="${CONFIG_PATH:-/usr/local/Ascend/pyMotor/conf}"
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 case "$ROLE" in
+  SINGLE_CONTAINER) role_script=all_combine_in_single_container.sh ;;
   controller | coordinator | kv_pool | kv_conductor | mf_store) role_script=$ROLE.sh ;;
   prefill | decode | union | encode) role_script=engine.sh ;;
   *)

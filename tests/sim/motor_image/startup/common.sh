@@ -45,6 +45,30 @@ setup_log_dirs() {
   mkdir -p "$MOTOR_LOG_PATH" "$ASCEND_WORK_PATH" "$ASCEND_CACHE_PATH"
 }
 
+# As PyMotor's: LD_PRELOAD jemalloc when the image has it (the stand-in has none: a warning, boot goes on).
+setup_jemalloc() {
+  local jemalloc_path
+  jemalloc_path=$(find /usr -type f -name "libjemalloc.so.2" 2>/dev/null | head -n 1)
+  if [ -n "$jemalloc_path" ]; then
+    export LD_PRELOAD="${jemalloc_path}:${LD_PRELOAD:-}"
+    echo "jemalloc found at: $jemalloc_path"
+  else
+    echo "Warning: libjemalloc.so.2 not found under /usr"
+  fi
+}
+
+# As PyMotor's: the rank table from $CONFIGMAP_PATH/hccl_tools.py when the config dir has it, else skipped.
+gen_ranktable_config() {
+  if [ -f "$CONFIGMAP_PATH/hccl_tools.py" ]; then
+    echo "Using hccl_tools.py to generate ranktable.json..."
+    export HCCL_PATH="$CONFIG_PATH/hccl.json"
+    PYTHONUNBUFFERED=1 python3 "$CONFIGMAP_PATH/hccl_tools.py" --hccl_path "$HCCL_PATH"
+    export RANKTABLE_PATH="$CONFIG_PATH/ranktable.json"
+  else
+    echo "hccl_tools.py does not exist, skip ranktable generation"
+  fi
+}
+
 # Driver libraries (bind-mounted from the host on real clusters).
 set_cann_env() {
   local driver="${CANN_INSTALL_PATH:-/usr/local/Ascend}/driver"
@@ -58,6 +82,9 @@ set_cann_env() {
 gen_kv_pool_config() {
   [ -n "${KVP_MASTER_SERVICE:-}" ] || return 0
   echo "Updating kv cache pool configuration file..."
+  if [ "$ROLE" = "SINGLE_CONTAINER" ]; then
+    KVP_MASTER_SERVICE=$POD_IP
+  fi
   export MOONCAKE_CONFIG_PATH="$CONFIG_PATH/kv_cache_pool_config.json"
   python3 "$CONFIGMAP_PATH/mooncake_config.py" pool "$MOONCAKE_CONFIG_PATH" "$USER_CONFIG_PATH" || true
 }
