@@ -46,6 +46,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.hosts import p
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.placement import Placement
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.ports import PortAssignment
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.sglang import SGLangPlan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.standby import StandbyPlan
 
 
 class MotorPlanError(ProblemsError):
@@ -91,7 +92,7 @@ def placement_of(plan: dict) -> dict[str, dict]:
     }
 
 
-class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
+class Planner(SGLangPlan, StandbyPlan, Placement, PortAssignment, EventPorts, HcclPorts, ContainerBuilder):  # pylint: disable=too-many-instance-attributes
     """One plan: check the config, parse the hosts, place, assign ports, build the containers, check the result."""
 
     def __init__(self, config, hosts, previous=None, config_root=CONFIG_ROOT):
@@ -110,6 +111,7 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
             raise MotorPlanError(self.problems)
         self.engine_hosts = [h for h in self.hosts if h.engine and h.hw == self.hw]
         self.control_hosts = [h for h in self.hosts if h.control]
+        self.plan_standby(hosts)
         self.engines = {}
         for role in PLANNED_ENGINE_ROLES:
             eng = (config.get("engines") or {}).get(role)
@@ -315,13 +317,13 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
             "hardware_type": self.hw,
             "image": dig(self.user_config, "motor_deploy_config", "image_name") or "",
             "affinity": self.affinity,
-            "controller": {"host": ctrl.name, "ip": ctrl.ip, "api_port": ports["controller_api"],
+            "controller": {"host": ctrl.name, "ip": self.service_address("controller"), "api_port": ports["controller_api"],
                            "obs_port": ports["controller_obs"]},
             "coordinator": {
-                "host": coord.name, "ip": coord.ip, "infer_port": ports["coordinator_infer"],
+                "host": coord.name, "ip": self.service_address("coordinator"), "infer_port": ports["coordinator_infer"],
                 "mgmt_port": ports["coordinator_mgmt"], "obs_port": ports["coordinator_obs"],
                 "metaserver_base_port": ports["coordinator_metaserver"],
-                "url": f"http://{url_host(coord.ip)}:{ports['coordinator_infer']}",
+                "url": f"http://{url_host(self.service_address('coordinator'))}:{ports['coordinator_infer']}",
             },
             "kv_pool": None,
             "kv_conductor": None,
@@ -331,6 +333,9 @@ class Planner(SGLangPlan, Placement, PortAssignment, EventPorts, HcclPorts, Cont
             "containers": self.containers,
             "warnings": list(self.warnings),
         }
+        standby = self.standby_result()
+        if standby is not None:  # only with master/standby: a plan without it stays as it was
+            plan["standby"] = standby
         if "kv_pool" in self.control:
             pool = self.control["kv_pool"]
             plan["kv_pool"] = {"host": pool.name, "ip": pool.ip, "port": ports["kv_pool"],
