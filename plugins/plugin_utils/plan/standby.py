@@ -29,6 +29,14 @@ ETCD_TLS_CONFIG = {"enable_tls": True, "ca_file": ETCD_TLS_DIR + "/ca.crt", "cer
                    "key_file": ETCD_TLS_DIR + "/client.key"}
 
 
+def uses_etcd_tls(container: dict) -> bool:
+    """True for a controller or coordinator replica the plan gave etcd_tls_config (master/standby): the only
+    containers the etcd client certificate directory is mounted into."""
+    section = {role: key for key, role in REPLICATED_ROLE.items()}.get(container.get("role"))
+    uc = container.get("user_config") if isinstance(container.get("user_config"), dict) else {}
+    return section is not None and dig(uc, section, "etcd_tls_config") == ETCD_TLS_CONFIG
+
+
 class StandbyPlan:
     """The master/standby part of the Planner (mixin): ``replicated`` roles, their ``twin`` host and ``vip``."""
 

@@ -137,3 +137,30 @@ def test_the_plan_refuses_what_validation_refuses(control, vip, path, words):
 def test_the_host_view_carries_the_vip():
     assert host_view({"motor_host_ip": "10.0.1.1", "motor_vip": VIP})["motor_vip"] == VIP
     assert host_view({"motor_host_ip": "10.0.1.1"})["motor_vip"] is None
+
+
+def test_the_etcd_client_certificate_is_mounted_into_the_replicas_only():
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import shared_spec
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import container_spec
+
+    settings = {"image": "img:1", "command": ["bash"], "job_id": "job", "log_root": "/var/log/pymotor",
+                "weight_dir": "/mnt/weight", "extra_volumes": [], "restart_policy": "unless-stopped",
+                "log_max_size": "100m", "log_max_file": 5, "mounts": [], "driver_dir": "/usr/local/Ascend/driver",
+                "etcd_tls_dir": "/etc/pymotor-etcd-client"}
+    mount = "/etc/pymotor-etcd-client:/etc/pymotor/etcd-tls:ro"
+
+    def volumes(plan, cont, given=settings):
+        result = {"hashes": {c["name"]: "h" for c in plan["containers"]},
+                  "parts": {c["name"]: "p" for c in plan["containers"]}}
+        return container_spec(cont, result, given)["volumes"]
+
+    plan = build_plan(standby_config(COORD, affinity=True), standby_hosts())
+    with_mount = sorted(c["name"] for c in plan["containers"] if mount in volumes(plan, c))
+    assert with_mount == ["job-coordinator", "job-coordinator-2"]  # not the controller (its mode is off), no engine
+    assert not any(mount in volumes(plan, c, dict(settings, etcd_tls_dir="")) for c in plan["containers"])
+    off = build_plan(contract_config(), standby_hosts())
+    assert not any(mount in volumes(off, c) for c in off["containers"])
+    # the setting is part of the containers' hash only when set: a deploy without master/standby does not restart
+    base = dict(settings, env_functions={}, etcd_tls_dir="")
+    assert "etcd_tls_dir" not in shared_spec(base, [], off)
+    assert shared_spec(dict(base, etcd_tls_dir="/x"), [], off)["etcd_tls_dir"] == "/x"
