@@ -36,7 +36,7 @@ SETTING_NAMES = ("image", "config_root", "docker_min_version", "driver_dir", "hc
 # Settings a caller may leave out (older playbooks of your own): short name -> the value then.
 OPTIONAL_SETTINGS = {"min_driver_version": "", "npu_log_dir": "", "coredump_dir": "", "engine_cap_add": [],
                      "seccomp_profile": "", "engine_memory": "", "engine_cpu_affinity": "none", "init": False,
-                    "etcd_tls_dir": ""}
+                     "etcd_tls_dir": ""}
 
 
 class PrecheckError(ValueError):

@@ -149,7 +149,8 @@ def test_the_etcd_client_certificate_is_mounted_into_the_replicas_only():
                 "etcd_tls_dir": "/etc/pymotor-etcd-client"}
     mount = "/etc/pymotor-etcd-client:/etc/pymotor/etcd-tls:ro"
 
-    def volumes(plan, cont, given=settings):
+    def volumes(plan, cont, given=None):
+        given = settings if given is None else given
         result = {"hashes": {c["name"]: "h" for c in plan["containers"]},
                   "parts": {c["name"]: "p" for c in plan["containers"]}}
         return container_spec(cont, result, given)["volumes"]
