@@ -5,12 +5,19 @@ it and runs a 3-member cluster (pymotor.ascend.motor_etcd); a second run changes
 back; with one member stopped the other two still write and read, and the member catches up when it is back.
 etcd_backup.yml's snapshot, restored by etcd_restore.yml onto a fresh cluster (every member's data removed and the
 cluster created again, empty), brings the key back while the fresh cluster's data is kept aside.
+Members and clients speak mutual TLS only (each member's own certificate of one CA): a client without a certificate,
+with one of another CA or over plain http reads nothing; an encrypted member key is refused before anything changes.
 """
 
 from __future__ import annotations
 
+import base64
+import datetime
+import http.client
+import ipaddress
 import json
 import os
+import ssl
 import subprocess
 from pathlib import Path
 
@@ -25,7 +32,58 @@ BASE_IMAGE = "local/debian:bookworm"
 ETCD_IMAGE = "local/pymotor-etcd:test"  # kept between runs: its labels make the next build a no-op
 CONTAINER = "pymotor-etcd"
 ETCD_DIR = "/var/lib/pymotor/etcd"
-CTL = "etcdctl --endpoints=http://127.0.0.1:2379 --command-timeout=5s"
+CTL = "etcdctl --endpoints=https://127.0.0.1:2379 --command-timeout=5s"  # the container's env names its cert
+TLS_DIR = "/etc/pymotor-test-etcd"  # on every host: its own member certificate, root's files, mode 0600
+TLS_VARS = ("-e", f"motor_etcd_tls_ca_file={TLS_DIR}/ca.crt", "-e", f"motor_etcd_tls_cert_file={TLS_DIR}/member.crt",
+            "-e", f"motor_etcd_tls_key_file={TLS_DIR}/member.key")
+
+
+def pem_ca(common_name: str):
+    """A self-signed CA: (key, certificate, certificate PEM)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return key, cert, cert.public_bytes(serialization.Encoding.PEM)
+
+
+def pem_leaf(ca, common_name: str, ips: list[str], password: bytes | None = None) -> dict[str, bytes]:
+    """A certificate of ``ca`` for server and client use with ``ips`` as SANs: {"crt", "key"} PEM bytes."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca_key, ca_cert, _ = ca
+    now = datetime.datetime.now(datetime.timezone.utc)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(i)) for i in ips]),
+                           critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    return {"crt": cert.public_bytes(serialization.Encoding.PEM),
+            "key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                     encryption)}
+
+
+def place(host: str, path: str, data: bytes) -> None:
+    rc, out = simctl.host_exec(host, f"mkdir -p {os.path.dirname(path)} && echo {base64.b64encode(data).decode()} "
+                                     f"| base64 -d > {path} && chmod 600 {path}")
+    assert rc == 0, out
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +93,33 @@ def cluster(tmp_path_factory):
         hosts = simctl.up(0, prefix=PREFIX, control=3)
         inventory = tmp_path_factory.mktemp("etcd") / "hosts.yml"
         simctl.write_inventory(hosts, inventory)
-        yield {"hosts": [h["name"] for h in hosts], "inventory": inventory}
+        certs = tmp_path_factory.mktemp("etcd-certs")
+        ca, other_ca = pem_ca("pymotor etcd test CA"), pem_ca("another CA")
+        ca_pem = ca[2]
+        for host in hosts:
+            member = pem_leaf(ca, host["name"], [host["ip"], "127.0.0.1"])
+            place(host["name"], f"{TLS_DIR}/ca.crt", ca_pem)
+            place(host["name"], f"{TLS_DIR}/member.crt", member["crt"])
+            place(host["name"], f"{TLS_DIR}/member.key", member["key"])
+            place(host["name"], f"{TLS_DIR}/encrypted.key", pem_leaf(ca, host["name"], [host["ip"]], b"FAKE-pw")["key"])
+        for name, issuer in (("client", ca), ("foreign", other_ca)):  # a client of the job's CA, one of another CA
+            leaf = pem_leaf(issuer, name, ["127.0.0.1"])
+            for part in ("crt", "key"):
+                (certs / f"{name}.{part}").write_bytes(leaf[part])
+        (certs / "ca.crt").write_bytes(ca_pem)
+        yield {"hosts": [h["name"] for h in hosts], "ips": {h["name"]: h["ip"] for h in hosts},
+               "inventory": inventory, "certs": certs}
     finally:
         simctl.down(PREFIX)
 
 
-def playbook(name: str, inventory: Path, *extra: str) -> str:
+def playbook(name: str, inventory: Path, *extra: str, expect_success: bool = True) -> str:
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), f"playbooks/{name}",
             "-e", f"etcd_image_base_image={BASE_IMAGE}", "-e", f"motor_etcd_image={ETCD_IMAGE}",
-            "-e", "motor_build_host=localhost", *extra]
+            "-e", "motor_build_host=localhost", *TLS_VARS, *extra]
     result = subprocess.run(argv, cwd=REPO, env=ansible_env(), capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"{name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
+    assert (result.returncode == 0) == expect_success, (
+        f"{name} exited {result.returncode}:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}")
     return result.stdout
 
 
@@ -61,15 +135,53 @@ def get(host: str, key: str) -> str | None:
     return out or None
 
 
+def gateway_get(ip: str, key: str, certs: Path, client: str | None, scheme: str = "https") -> str | None:
+    """The value of ``key`` read from outside the host through etcd's JSON gateway (/v3/kv/range on the client port),
+    with the client certificate ``client`` (None: none); raises when etcd refuses the connection."""
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode()})
+    if scheme == "https":
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        if client:
+            context.load_cert_chain(str(certs / f"{client}.crt"), str(certs / f"{client}.key"))
+        conn = http.client.HTTPSConnection(ip, 2379, timeout=10, context=context)
+    else:
+        conn = http.client.HTTPConnection(ip, 2379, timeout=10)
+    try:
+        conn.request("POST", "/v3/kv/range", body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        text = resp.read().decode(errors="replace")
+        if resp.status != 200:
+            raise ConnectionRefusedError(f"HTTP {resp.status}: {text[:200]}")
+        kvs = json.loads(text).get("kvs") or []
+        return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
+    finally:
+        conn.close()
+
+
+def refused(read) -> bool:
+    try:
+        read()
+    except (OSError, ssl.SSLError, http.client.HTTPException):
+        return True
+    return False
+
+
 def healthy(host: str) -> bool:
     return simctl.host_exec(host, f"docker exec {CONTAINER} {CTL} endpoint health")[0] == 0
 
 
 def test_three_members_serve_survive_one_down_and_restore_from_a_backup(cluster, tmp_path):
     inventory, (first, second, third) = cluster["inventory"], cluster["hosts"]
+    # an encrypted member key is refused by name before any container or directory exists
+    out = playbook("etcd.yml", inventory, "-e", f"motor_etcd_tls_key_file={TLS_DIR}/encrypted.key", expect_success=False)
+    assert "is encrypted: neither etcd nor" in out and "motor_etcd_tls_key_file" in out, out[-3000:]
+    assert simctl.host_exec(first, f"test -e {ETCD_DIR}")[0] != 0
+
     playbook("etcd.yml", inventory)
     members = json.loads(etcdctl(first, "member list --write-out=json"))["members"]
     assert sorted(m["name"] for m in members) == sorted(cluster["hosts"])
+    for member in members:  # peers and clients on TLS only
+        assert all(u.startswith("https://") for u in member["peerURLs"] + member["clientURLs"]), member
     for host in cluster["hosts"]:  # the host's address and loopback, never every interface
         ports = simctl.host_exec(host, "ss -Htln")[1]
         assert "0.0.0.0:2379" not in ports and "*:2379" not in ports and "127.0.0.1:2379" in ports, ports
@@ -81,6 +193,12 @@ def test_three_members_serve_survive_one_down_and_restore_from_a_backup(cluster,
 
     etcdctl(first, "put /pymotor/test/key before-failure")
     assert get(third, "/pymotor/test/key") == "before-failure"
+    # from outside: a client certificate of the job's CA reads; none, another CA's or plain http read nothing
+    certs, ip = cluster["certs"], cluster["ips"][second]
+    assert gateway_get(ip, "/pymotor/test/key", certs, "client") == "before-failure"
+    assert refused(lambda: gateway_get(ip, "/pymotor/test/key", certs, None))
+    assert refused(lambda: gateway_get(ip, "/pymotor/test/key", certs, "foreign"))
+    assert refused(lambda: gateway_get(ip, "/pymotor/test/key", certs, "client", scheme="http"))
 
     # one member down: the other two are a majority and keep serving writes and linearizable reads
     simctl.host_exec(third, f"docker stop -t 5 {CONTAINER}")

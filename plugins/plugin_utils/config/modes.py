@@ -18,9 +18,9 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import 
 
 STANDBY_WHY = ("master-standby runs two replicas with an etcd lock election (upstream examples/deployer/lib/generator/"
                "controller.py:19-25, coordinator.py:19-24, motor/config/standby.py:19) behind one address that follows "
-               "the master; it is not yet deployed by this collection: the etcd cluster exists (playbooks/etcd.yml) "
-               "but the second %s and the virtual IP (motor_vip, keepalived and HAProxy) do not (issue 49, "
-               "docs/ha.md), so the mode would be configured and never run")
+               "the master; it is not yet deployed by this collection: the etcd cluster exists (playbooks/etcd.yml) and "
+               "the plan places the second %s, but no playbook runs the virtual IP (motor_vip, keepalived and "
+               "HAProxy) yet (issue 49, docs/ha.md), so the mode would be configured and never reached")
 ENCODE_WHY = ("encode (EPD) instances are not placed by this collection: no container would run them while the "
               "coordinator and controller expect them (upstream runs them as ROLE=encode engine pods: "
               "examples/deployer/lib/generator/engine.py:112, startup/boot.sh:18)")

@@ -107,6 +107,7 @@ class ContainerBuilder:
             ensure(uc, "kv_cache_pool_config")["port"] = ports["kv_pool"]
         if "kv_conductor" in ports:
             ensure(uc, "kv_conductor_config")["http_server_port"] = ports["kv_conductor"]
+        self.add_etcd_config(uc)
         if self.events_role is not None:
             endpoint = f"{ports['kv_events_prefix']}:{ports['kv_events']}"
             replay = None
@@ -170,8 +171,8 @@ class ContainerBuilder:
         through the shell functions only (which run later, so an env.json NIC or PYTHONHASHSEED value wins)."""
         env_all = self.config.get("env") or {}
         env = {k: env_str(v) for k, v in (env_all.get(role) or env_all.get("common") or {}).items()}
-        ctrl_ip = self.control["controller"].ip
-        coord_ip = self.control["coordinator"].ip
+        ctrl_ip = self.service_address("controller")  # the VIP with master/standby
+        coord_ip = self.service_address("coordinator")
         wiring = {
             "ROLE": role,
             "JOB_NAME": job_name,
@@ -216,10 +217,12 @@ class ContainerBuilder:
             managers.append(f"{RDMA_DEVICE}:{RDMA_DEVICE}:rwm")  # upstream's engine template mounts it (RoCE)
         ipc_host = "host" if self.pool_on else None
 
-        def control(role, tier, port_map, extra, ipc_mode=None, needs_weights=False, host=None):
+        def control(role, tier, port_map, extra, ipc_mode=None, needs_weights=False, host=None, name=None):
             host = host or self.control[role]
-            name = self._control_name(role)
-            job_name = name
+            name = name or self._control_name(role)
+            # both replicas share JOB_NAME: upstream prefixes every etcd key, the master lock too, with it
+            # (etcd_client.py:31-32,85-90), so different names would elect two masters
+            job_name = self._control_name(role)
             plist = []
             for key, value in port_map.items():
                 if key == "metaserver" and value:
@@ -239,7 +242,11 @@ class ContainerBuilder:
                 "configmap_path": self._config_dir(name),
             })
 
-        control("controller", TIER_CONTROL, {"api": ports["controller_api"], "obs": ports["controller_obs"]}, {})
+        controller_ports = {"api": ports["controller_api"], "obs": ports["controller_obs"]}
+        control("controller", TIER_CONTROL, controller_ports, {})
+        if self.twin("controller") is not None:  # master/standby: the second replica, same ports on its own host
+            control("controller", TIER_CONTROL, dict(controller_ports), {}, host=self.twin("controller"),
+                    name=self.replica_name("controller"))
         coord_extra = {}
         if self.affinity and conductor_ip is not None:
             coord_extra["KV_CONDUCTOR_SERVICE"] = conductor_ip
@@ -247,10 +254,12 @@ class ContainerBuilder:
             self.warnings.append(str(Problem("kv_conductor_config.http_server_port",
                                              "the KV conductor is deployed but scheduler_type is not kv_cache_affinity",
                                              "set scheduler_type to kv_cache_affinity or remove http_server_port")))
-        control("coordinator", TIER_CONTROL,
-                {"infer": ports["coordinator_infer"], "mgmt": ports["coordinator_mgmt"], "obs": ports["coordinator_obs"],
-                 "metaserver": ports["coordinator_metaserver"]},
-                coord_extra, needs_weights=bool(coord_extra))
+        coordinator_ports = {"infer": ports["coordinator_infer"], "mgmt": ports["coordinator_mgmt"],
+                             "obs": ports["coordinator_obs"], "metaserver": ports["coordinator_metaserver"]}
+        control("coordinator", TIER_CONTROL, coordinator_ports, coord_extra, needs_weights=bool(coord_extra))
+        if self.twin("coordinator") is not None:
+            control("coordinator", TIER_CONTROL, dict(coordinator_ports), dict(coord_extra),
+                    needs_weights=bool(coord_extra), host=self.twin("coordinator"), name=self.replica_name("coordinator"))
         if conductor_ip is not None:
             control("kv_conductor", TIER_CONTROL, {"http": ports["kv_conductor"]},
                     {"KVP_MASTER_SERVICE": pool_ip} if pool_ip else {})

@@ -83,6 +83,8 @@ def host_view(hostvars: dict, probe: dict | None = None) -> dict:
         # the NPU devices discovery read on the host (/dev/davinciN): the host's NPUs when motor_npu_ids is unset
         "motor_npu_probed": probed_npus(probe),
         "motor_host_labels": hostvars.get("motor_host_labels"),
+        # master/standby's virtual IP (a group variable: the plan reads the first control host's)
+        "motor_vip": hostvars.get("motor_vip"),
         "motor_var_names": [name for name in hostvars if str(name).startswith("motor_")],
         "group_names": list(hostvars.get("group_names") or []),
     })

@@ -47,6 +47,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.placement impo
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.ports import PortAssignment
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.sglang import SGLangPlan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SingleContainerPlan, is_single_container
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.standby import StandbyPlan
 
 
 class MotorPlanError(ProblemsError):
@@ -92,8 +93,8 @@ def placement_of(plan: dict) -> dict[str, dict]:
     }
 
 
-class Planner(SGLangPlan, SingleContainerPlan, Placement, PortAssignment, EventPorts, HcclPorts,  # pylint: disable=too-many-instance-attributes
-              ContainerBuilder):
+class Planner(SGLangPlan, SingleContainerPlan, StandbyPlan, Placement, PortAssignment, EventPorts,  # pylint: disable=too-many-instance-attributes
+              HcclPorts, ContainerBuilder):
     """One plan: check the config, parse the hosts, place, assign ports, build the containers, check the result."""
 
     def __init__(self, config, hosts, previous=None, config_root=CONFIG_ROOT):
@@ -112,6 +113,7 @@ class Planner(SGLangPlan, SingleContainerPlan, Placement, PortAssignment, EventP
             raise MotorPlanError(self.problems)
         self.engine_hosts = [h for h in self.hosts if h.engine and h.hw == self.hw]
         self.control_hosts = [h for h in self.hosts if h.control]
+        self.plan_standby(hosts)
         self.engines = {}
         for role in PLANNED_ENGINE_ROLES:
             eng = (config.get("engines") or {}).get(role)
@@ -320,13 +322,13 @@ class Planner(SGLangPlan, SingleContainerPlan, Placement, PortAssignment, EventP
             "hardware_type": self.hw,
             "image": dig(self.user_config, "motor_deploy_config", "image_name") or "",
             "affinity": self.affinity,
-            "controller": {"host": ctrl.name, "ip": ctrl.ip, "api_port": ports["controller_api"],
+            "controller": {"host": ctrl.name, "ip": self.service_address("controller"), "api_port": ports["controller_api"],
                            "obs_port": ports["controller_obs"]},
             "coordinator": {
-                "host": coord.name, "ip": coord.ip, "infer_port": ports["coordinator_infer"],
+                "host": coord.name, "ip": self.service_address("coordinator"), "infer_port": ports["coordinator_infer"],
                 "mgmt_port": ports["coordinator_mgmt"], "obs_port": ports["coordinator_obs"],
                 "metaserver_base_port": ports["coordinator_metaserver"],
-                "url": f"http://{url_host(coord.ip)}:{ports['coordinator_infer']}",
+                "url": f"http://{url_host(self.service_address('coordinator'))}:{ports['coordinator_infer']}",
             },
             "kv_pool": None,
             "kv_conductor": None,
@@ -336,6 +338,9 @@ class Planner(SGLangPlan, SingleContainerPlan, Placement, PortAssignment, EventP
             "containers": self.containers,
             "warnings": list(self.warnings),
         }
+        standby = self.standby_result()
+        if standby is not None:  # only with master/standby: a plan without it stays as it was
+            plan["standby"] = standby
         if "kv_pool" in self.control:
             pool = self.control["kv_pool"]
             plan["kv_pool"] = {"host": pool.name, "ip": pool.ip, "port": ports["kv_pool"],

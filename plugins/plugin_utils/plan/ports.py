@@ -143,9 +143,13 @@ class PortAssignment:
         # keeps PyMotor's 1025/1026/1027 when possible
         for label, host, owner, preferred, length, _key, warn, source in sorted(control_ports,
                                                                                 key=lambda spec: spec[7] is None):
+            hosts, owners = self.replica_hosts(host, owner)
             if label not in ports:
                 what = "worker metaserver" if label == "coordinator_metaserver" else label
-                ports[label] = self._alloc(host, preferred, length, owner, what, source)
+                if len(hosts) > 1:
+                    ports[label] = self._alloc_common(hosts, preferred, length, owners, what, source)
+                else:
+                    ports[label] = self._alloc(host, preferred, length, owner, what, source)
             if warn and ports[label] != preferred:
                 self.warnings.append(moved_default(label, host, preferred, ports[label]))
         for role in self.engines:  # records the raised-kv_port warnings, in role order
@@ -237,7 +241,8 @@ class PortAssignment:
         """
         ports = self.shared_ports
         for label, host, owner, preferred, length, key, _warn, _source in control_ports:
-            port = self._keep_port([host], self._previous_port(owner, key, host), length, preferred, {host.name: owner})
+            hosts, owners = self.replica_hosts(host, owner)  # a replicated role keeps its port on both hosts or moves
+            port = self._keep_port(hosts, self._previous_port(owner, key, host), length, preferred, owners)
             if port is not None:
                 ports[label] = port
         for (role, inst), pods in self._pods_by_instance().items():

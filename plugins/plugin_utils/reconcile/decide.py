@@ -171,6 +171,7 @@ def _spec_settings(plan: dict, settings: dict, mounts: list) -> dict:
             "extra_volumes": settings["extra_volumes"], "restart_policy": settings["restart_policy"],
             "log_max_size": settings["log_max_size"], "log_max_file": settings["log_max_file"], "mounts": mounts,
             "driver_dir": settings["driver_dir"], "cpusets": settings.get("cpusets") or {}, "init": bool(settings.get("init")),
+            "etcd_tls_dir": settings.get("etcd_tls_dir") or "",
             **runtime_settings(settings)}
 
 

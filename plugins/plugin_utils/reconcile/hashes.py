@@ -27,6 +27,7 @@ def shared_spec(settings: dict, mounts: list, plan: dict) -> dict:
         **({"runtime": runtime_settings(settings)} if any(runtime_settings(settings).values()) else {}),
         **({"cpusets": settings["cpusets"]} if settings.get("cpusets") else {}),  # reconcile/cpu_affinity.py
         **({"init": True} if settings.get("init") else {}),
+        **({"etcd_tls_dir": settings["etcd_tls_dir"]} if settings.get("etcd_tls_dir") else {}),  # master/standby
     }
 
 

@@ -35,7 +35,8 @@ SETTING_NAMES = ("image", "config_root", "docker_min_version", "driver_dir", "hc
                  "env_functions", "extra_volumes")
 # Settings a caller may leave out (older playbooks of your own): short name -> the value then.
 OPTIONAL_SETTINGS = {"min_driver_version": "", "npu_log_dir": "", "coredump_dir": "", "engine_cap_add": [],
-                     "seccomp_profile": "", "engine_memory": "", "engine_cpu_affinity": "none", "init": False}
+                     "seccomp_profile": "", "engine_memory": "", "engine_cpu_affinity": "none", "init": False,
+                     "etcd_tls_dir": ""}
 
 
 class PrecheckError(ValueError):

@@ -26,6 +26,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SINGLE_FUNCTIONS, SINGLE_ROLE, SINGLE_SCRIPT
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.standby import ETCD_TLS_DIR, uses_etcd_tls
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer import HEALER_BLOCK, HEALER_SCRIPT, healer_files
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.host_healer import host_healer_files, host_healer_options
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
@@ -66,6 +67,9 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
         volumes += [f"{path}:{path}:ro" for path in present if path == settings.get("driver_dir")]
     # ENABLE_GEN_CERT=true: boot makes the TLS certificates from the host's CA and script (read-only)
     volumes += [f"{path}:{path}:ro" for path in cert_dirs({"containers": [container]})]
+    # master/standby: the etcd client certificate, into the controller and coordinator replicas only
+    if settings.get("etcd_tls_dir") and uses_etcd_tls(container):
+        volumes.append(f"{settings['etcd_tls_dir']}:{ETCD_TLS_DIR}:ro")
     volumes += list(settings.get("extra_volumes") or [])
     volumes += runtime_volumes(container, settings)
     plain_env, secret_env = split_env(env)

@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The virtual IP's rendered configuration (plan/vip.py): HAProxy frontends on the VIP with the replicas' own ports,
+health-checked on upstream's /readiness; keepalived with unicast VRRP peers, tracking the local HAProxy; the
+containers with NET_ADMIN + NET_RAW + SETGID only for keepalived and no capability for HAProxy."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.vip import (
+    frontends,
+    haproxy_config,
+    keepalived_config,
+    router_id,
+    vip_containers,
+    vip_hosts,
+)
+
+_SPEC = importlib.util.spec_from_file_location("standby_plan_helpers", Path(__file__).with_name("test_standby_plan.py"))
+_HELPERS = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_HELPERS)
+standby_config, standby_hosts, VIP = _HELPERS.standby_config, _HELPERS.standby_hosts, _HELPERS.VIP
+
+
+def plan_of(*sections, **kwargs):
+    return build_plan(standby_config(*sections, **kwargs), standby_hosts())
+
+
+def listen_blocks(cfg):
+    """{listen name: its lines}"""
+    blocks, current = {}, None
+    for line in cfg.splitlines():
+        if line.startswith("listen "):
+            current = blocks.setdefault(line.split()[1], [])
+        elif not line.startswith(" "):
+            current = None
+        elif current is not None:
+            current.append(line.strip())
+    return blocks
+
+
+def test_every_control_port_is_a_frontend_on_the_vip_checked_on_readiness():
+    plan = plan_of()
+    blocks = listen_blocks(haproxy_config(plan))
+    ctrl, coord = plan["controller"], plan["coordinator"]
+    expected = {"controller_api": (ctrl["api_port"], ctrl["api_port"]), "controller_obs": (ctrl["obs_port"], ctrl["api_port"]),
+                "coordinator_infer": (coord["infer_port"], coord["mgmt_port"]),
+                "coordinator_mgmt": (coord["mgmt_port"], coord["mgmt_port"]),
+                "coordinator_obs": (coord["obs_port"], coord["mgmt_port"])}
+    for name, (port, check) in expected.items():
+        lines = blocks[name]
+        assert f"bind {VIP}:{port} transparent" in lines
+        assert "option httpchk GET /readiness" in lines and "http-check expect status 200" in lines
+        role = name.split("_", maxsplit=1)[0]
+        assert [x for x in lines if x.startswith("server ")] == [
+            f"server job-{role} 10.0.1.1:{port} check inter 1s fall 2 rise 2 port {check}",
+            f"server job-{role}-2 10.0.1.2:{port} check inter 1s fall 2 rise 2 port {check}"]
+    metaserver = sorted(n for n in blocks if n.startswith("coordinator_metaserver_"))
+    assert metaserver and all(f"bind {VIP}:" in blocks[n][0] for n in metaserver)
+    # nothing else listens wider than the VIP; HAProxy's own liveness is on loopback only
+    binds = re.findall(r"^\s+bind (\S+)", haproxy_config(plan), re.M)
+    assert all(b.startswith(VIP + ":") for b in binds if not b.startswith("127.0.0.1:")), binds
+    assert "bind 127.0.0.1:61080" in haproxy_config(plan) and "monitor-uri /healthz" in haproxy_config(plan)
+
+
+def test_only_the_replicated_role_gets_frontends():
+    plan = plan_of("motor_coordinator_config")
+    assert {f["name"].split("_", maxsplit=1)[0] for f in frontends(plan)} == {"coordinator"}
+    assert frontends(build_plan(_HELPERS.contract_config(), standby_hosts())) == []
+
+
+def test_keepalived_unicast_peers_priorities_and_the_haproxy_check():
+    plan = plan_of()
+    assert vip_hosts(plan) == ["c1", "c2"]
+    first, second = (keepalived_config(plan, h, "eth1") for h in ("c1", "c2"))
+    for cfg, own, peer, priority in ((first, "10.0.1.1", "10.0.1.2", 150), (second, "10.0.1.2", "10.0.1.1", 140)):
+        assert f"unicast_src_ip {own}" in cfg
+        assert re.search(r"unicast_peer \{\s+%s\s+\}" % re.escape(peer), cfg), cfg
+        assert f"priority {priority}" in cfg and "state BACKUP" in cfg and "nopreempt" in cfg
+        assert f"{VIP}/32 dev eth1" in cfg and "interface eth1" in cfg
+        assert "</dev/tcp/127.0.0.1/61080" in cfg and "track_script" in cfg
+        assert f"virtual_router_id {router_id('job')}" in cfg
+    assert 1 <= router_id("job") <= 255 and router_id("job") == router_id("job")
+    assert "virtual_router_id 42" in keepalived_config(plan, "c1", "eth1", 42)
+
+
+def test_containers_least_privilege():
+    plan = plan_of()
+    keepalived, haproxy = vip_containers(plan, "c1", "pymotor-vip:1", "/etc/pymotor/vip")
+    assert keepalived["cap_drop"] == haproxy["cap_drop"] == ["ALL"]
+    assert keepalived["cap_add"] == ["NET_ADMIN", "NET_RAW", "SETGID"] and haproxy["cap_add"] == []
+    for cont in (keepalived, haproxy):
+        assert cont["read_only"] and cont["security_opt"] == ["no-new-privileges:true"]
+        assert "privileged" not in cont
+        assert all(v.endswith(":ro") for v in cont["volumes"])
+    assert vip_containers(plan, "e1", "pymotor-vip:1", "/etc/pymotor/vip") == []
