@@ -238,8 +238,9 @@ def test_a_killed_engine_is_healed_without_a_command(cluster):
 
 
 def test_an_image_change_rolls_with_keys_and_tls(cluster):
-    """deploy.yml with a new image: every instance rolled (drained through the coordinator's management API over
-    https), the readiness waits over https; then the job serves with the key and a re-run changes nothing."""
+    """deploy.yml with a new image: every instance rolled (each the only one of its role, so with
+    motor_roll_allow_outage and no drain: reconcile/roll_drain.py), the readiness and routing waits over https; then
+    the job serves with the key and a re-run changes nothing."""
     subprocess.run(["docker", "build", "-q", "-t", NEW_IMAGE, "-"], check=True, stdout=subprocess.DEVNULL,
                    input=f'FROM {IMAGE}\nLABEL io.pymotor.test-release="2"\n', text=True,
                    env={**os.environ, "DOCKER_BUILDKIT": "0"})
