@@ -224,8 +224,8 @@ def test_a_drained_instance_waits_until_its_engines_hold_no_request_bounded_by_t
     assert not condition_met("idle", 200, None, None, "other 0\n")  # no gauges: not known to be idle
     assert not condition_met("idle", -1, None, None, "")
     steps = yaml.safe_load((TASKS / "roll_drain.yml").read_text())
-    idle = next(i for i, t in enumerate(steps) if "drain.idle" in str((t.get("pymotor.ascend.motor_wait") or {})
-                                                                     .get("checks")))
+    waits = [(t.get("pymotor.ascend.motor_wait") or {}).get("checks") for t in steps]
+    idle = next(i for i, checks in enumerate(waits) if "drain.idle" in str(checks))
     assert steps[idle]["failed_when"] is False
     post = next(i for i, t in enumerate(steps) if (t.get("pymotor.ascend.motor_wait") or {}).get("reads"))
     assert post < idle  # after the del; roll_instance.yml stops the pods after roll_drain.yml
