@@ -76,11 +76,11 @@ def host_healer_files(plan: dict) -> dict:
 def host_healer_options(container: dict, log_root: str, job_id: str) -> dict:
     """The motor_containers options of a healer or proxy container beyond the common ones (``{}`` for any other).
     The proxy alone gets the host's Docker socket; the healer only the proxy's directory, read-only."""
-    shared = socket_dir(container, log_root, job_id)
     if container.get("role") == SOCKPROXY_ROLE:
-        volumes = ["%s:%s:rw" % (DOCKER_SOCKET, DOCKER_SOCKET), "%s:%s:rw" % (shared, PROXY_DIR)]
+        volumes = ["%s:%s:rw" % (DOCKER_SOCKET, DOCKER_SOCKET),
+                   "%s:%s:rw" % (socket_dir(container, log_root, job_id), PROXY_DIR)]
     elif container.get("role") == HOST_HEALER_ROLE:
-        volumes = ["%s:%s:ro" % (shared, PROXY_DIR), "/dev:%s:ro" % HOST_DEV]
+        volumes = ["%s:%s:ro" % (socket_dir(container, log_root, job_id), PROXY_DIR), "/dev:%s:ro" % HOST_DEV]
     else:
         return {}
     return {"volumes": volumes, "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "read_only": True}
