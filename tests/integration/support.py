@@ -56,9 +56,20 @@ def recap_changed(output: str) -> int:
 
 
 def deployed_containers(plan: dict) -> dict[str, str]:
-    """{container name: host} of what a deploy of ``plan`` runs: the plan's containers and one
-    ``<job_id>-healer-<host>`` per host (the per-host healer the decide step adds, plan/healer.py)."""
+    """{container name: host} of what a deploy of ``plan`` runs: the plan's containers and per host one
+    ``<job_id>-healer-<host>`` and its Docker socket proxy ``<job_id>-sockproxy-<host>`` (the per-host agents the
+    decide step adds, plan/healer.py)."""
     out = {c["name"]: c["host"] for c in plan["containers"]}
     for host in {c["host"] for c in plan["containers"]}:
-        out["%s-healer-%s" % (plan["job_id"], re.sub(r"[^a-zA-Z0-9_.-]", "-", host))] = host
+        for agent in HOST_AGENTS:
+            out["%s-%s-%s" % (plan["job_id"], agent, re.sub(r"[^a-zA-Z0-9_.-]", "-", host))] = host
     return out
+
+
+# the name parts of the per-host agents (plan/healer.py): <job_id>-<agent>-<host>
+HOST_AGENTS = ("healer", "sockproxy")
+
+
+def is_host_agent(name: str, job_id: str) -> bool:
+    """The per-host healer or its Docker socket proxy (no container of the service)."""
+    return any(name.startswith("%s-%s-" % (job_id, agent)) for agent in HOST_AGENTS)

@@ -103,7 +103,7 @@ def test_deploy_wires_the_containers_to_the_probed_nic_and_address(cluster):
     seen = 0
     for host in cluster["hosts"]:
         names = [name for name in run(host["name"], f"docker ps --filter label=io.pymotor.job={JOB} --format '{{{{.Names}}}}'").split()
-                 if f"{JOB}-healer-" not in name]  # the per-host healer runs no PyMotor process: no host address env
+                 if not support.is_host_agent(name, JOB)]  # the per-host healer and its proxy run no PyMotor process
         assert names, host
         for info in json.loads(run(host["name"], "docker inspect " + " ".join(names))):
             env = dict(item.split("=", 1) for item in info["Config"]["Env"])

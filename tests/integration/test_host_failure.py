@@ -18,7 +18,7 @@ import pytest
 
 import simctl
 from fault_support import REPO, build_image, job_containers, playbook, playbook_argv, write_config
-from support import ansible_env, recap_changed, wait_for
+from support import ansible_env, is_host_agent, recap_changed, wait_for
 
 PREFIX = "pymotor-hostfail" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
 JOB = "hostfail-job"
@@ -52,12 +52,12 @@ def cluster(tmp_path_factory):
 
 
 def running(hosts) -> dict[str, str]:
-    """{container name: host} of the job's running service containers (the per-host healers left out: every host
-    runs one, plan/healer.py)."""
+    """{container name: host} of the job's running service containers (the per-host healers and their socket proxies
+    left out: every host runs one of each, plan/healer.py)."""
     out = {}
     for host in hosts:
         _, text = simctl.host_exec(host["name"], f"docker ps --filter label=io.pymotor.job={JOB} --format '{{{{.Names}}}}'")
-        out.update({name: host["name"] for name in text.split() if f"{JOB}-healer-" not in name})
+        out.update({name: host["name"] for name in text.split() if not is_host_agent(name, JOB)})
     return out
 
 

@@ -1,8 +1,9 @@
 """The per-host healer and the Docker health checks on the stand-in cluster (seed_pd_separation on a simulated A2
 engine host and a control host, prefix pymotor-hhealer + MOTOR_SIM_PREFIX_SUFFIX): ``docker ps`` shows the health of
 the controller and the coordinator; a frozen coordinator (``docker pause`` in the control host's Docker) is restarted
-by the control host's ``<job>-healer-<host>`` with no command run, and the job serves again; a deploy re-run then
-changes nothing and ``status.yml`` shows the healer's action.
+by the control host's ``<job>-healer-<host>`` with no command run (its Docker calls through its host's
+``<job>-sockproxy-<host>``), and the job serves again; a deploy re-run then changes nothing and ``status.yml`` shows
+the healer's action; from inside the healer a Docker call outside its allow-list is answered 403.
 
 The tests run in file order on one cluster."""
 
@@ -123,3 +124,44 @@ def test_deploy_rerun_after_the_heal_changes_nothing_and_status_shows_the_action
     shown = " ".join(status.stdout.split())  # the YAML callback folds long lines
     assert f"motor-host-healer: restart {JOB}-coordinator (Docker reports it unhealthy while paused" in shown, \
         status.stdout[-4000:]
+
+
+# From inside the healer, straight at the socket it is given: one of its calls, then two outside its allow-list.
+PROBE = r'''
+import json, socket
+def call(method, target):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect("/run/motor-docker/docker.sock")
+    s.sendall(("%s %s HTTP/1.1\r\nHost: docker\r\nContent-Length: 0\r\n\r\n" % (method, target)).encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode(errors="replace")[-300:]
+print(json.dumps([call("GET", "/version"), call("GET", "/v1.41/images/json"),
+                  call("POST", "/v1.41/containers/create?name=hheal-job-intruder")]))
+'''
+
+
+def test_the_healer_reaches_docker_only_through_its_allow_list(cluster):
+    """The healer has no Docker socket of the host; its proxy's socket passes its own calls and answers anything
+    else 403 (nothing reaches Docker: no container is created)."""
+    healer = f"{JOB}-healer-{cluster['ctl']}"
+    rc, out = simctl.host_exec(cluster["ctl"], f"docker exec {healer} test -e /var/run/docker.sock")
+    assert rc != 0, "the healer sees the host's Docker socket"
+    code = PROBE.encode().hex()
+    rc, out = simctl.host_exec(cluster["ctl"], f"docker exec {healer} python3 -c "
+                                               f"'exec(bytes.fromhex(\"{code}\").decode())'")
+    assert rc == 0, out
+    (version, _), (images, images_body), (create, create_body) = json.loads(out.strip().splitlines()[-1])
+    assert version == 200, out  # one of its calls: passed
+    assert images == 403 and "GET /v1.41/images/json is not one of the per-host healer's calls" in images_body, out
+    assert create == 403 and "POST /v1.41/containers/create is not one of" in create_body, out
+    rc, names = simctl.host_exec(cluster["ctl"], "docker ps -a --format '{{.Names}}'")
+    assert "intruder" not in names
+    _, logs = simctl.host_exec(cluster["ctl"], f"docker logs {JOB}-sockproxy-{cluster['ctl']} 2>&1")
+    assert "motor-docker-proxy: refused POST /v1.41/containers/create" in logs, logs[-2000:]

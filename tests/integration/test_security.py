@@ -16,7 +16,7 @@ import tarfile
 import pytest
 
 import simctl
-from support import deployed_containers, recap_changed, wait_for
+from support import deployed_containers, is_host_agent, recap_changed, wait_for
 from fault_support import (
     build_image,
     conductor_image_run,
@@ -94,11 +94,20 @@ def test_no_container_is_privileged_or_gains_capabilities(cluster):
         assert not host_config.get("DeviceCgroupRules"), f"{name}: {host_config.get('DeviceCgroupRules')}"
         assert not any(opt.split("=")[-1] == "unconfined" for opt in host_config.get("SecurityOpt") or []), name
         assert host_config.get("PidMode", "") in ("", "private"), name
-        if name.startswith(f"{JOB}-healer-"):  # the per-host healer: the local Docker socket, and nothing else
+        real_socket = [m for m in info["Mounts"] if m["Source"] == "/var/run/docker.sock"]
+        proxy_dir = [m for m in info["Mounts"] if m["Destination"] == "/run/motor-docker"]
+        if is_host_agent(name, JOB):  # the per-host healer and its Docker socket proxy: hardened, nothing listening
             assert host_config["CapDrop"] == ["ALL"] and host_config["ReadonlyRootfs"] is True, name
             assert "no-new-privileges:true" in host_config["SecurityOpt"] and not host_config.get("PortBindings")
-        else:
+            assert len(proxy_dir) == 1, name  # the directory of the proxy's socket, shared by the two only
+        if name.startswith(f"{JOB}-sockproxy-"):  # the only container with the host's Docker socket
+            assert len(real_socket) == 1 and proxy_dir[0]["RW"] is True, name
+        elif name.startswith(f"{JOB}-healer-"):  # the proxy's socket only, in a directory it cannot write
+            assert not real_socket and proxy_dir[0]["RW"] is False, name
             assert not any("docker.sock" in m["Source"] for m in info["Mounts"]), name
+        else:
+            assert not real_socket and not proxy_dir, name
+            assert not any("docker.sock" in m["Source"] or "-sockproxy-" in m["Source"] for m in info["Mounts"]), name
 
 
 def test_engines_get_exactly_the_planned_devices(cluster):

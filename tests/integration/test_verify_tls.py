@@ -2,9 +2,11 @@
 the named cert/key like PyMotor's servers, and deploy.yml (readiness) and verify.yml (status reads, inference and the
 affinity probe) use https with the CA / client cert / key those sections name. The key is encrypted, its password in
 the sections' passwd_file (upstream's cert_util.py:797-805), and API keys are on (issue 47: api_key_config; verify
-sends motor_api_key from a vars file, as Vault would give it; a wrong key gets upstream's 403, none 401, and the
-plain key is in no file of any host nor in the controller's job files or the playbooks' output). One A2 engine
-host (1 P + 1 D) and a control host, prefix pymotor-tls."""
+sends motor_api_key from a vars file, as Vault would give it; a wrong key gets upstream's 403, none 401). Then, with
+the key from the same vars file, benchmark.yml replays a few requests, a killed engine is healed with no command
+and an image change is rolled through deploy.yml; after all that the plain key is in no file of any host nor in
+the controller's job files or the playbooks' output. One A2 engine host (1 P + 1 D) and a control host, prefix
+pymotor-tls. The tests run in file order on one cluster."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import os
 import ssl
 import subprocess
 import sys
+import time
 
 import pytest
 import requests
@@ -28,6 +31,7 @@ from support import REPO
 
 PREFIX = "pymotor-tls" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts per concurrent run
 IMAGE = "local/pymotor-tls:test"
+NEW_IMAGE = "local/pymotor-tls:2"  # the same content with its own id (a label), as a new release would have
 JOB = "tls-job"
 KEY_PASSWORD = "FAKE-tls-keypass-47"  # noqa: S105 (test data)
 API_KEY = "FAKE-apikey-integration-47d9"  # the plain key: on the controller, in the user's own files only
@@ -171,9 +175,94 @@ def test_coordinator_checks_api_keys_as_upstream(cluster):
     assert status == 200, text
 
 
+def key_vars(cluster):
+    """The vars file of motor_api_key, as every playbook of an operator's run gets it (Vault would decrypt it)."""
+    return ("-e", f"@{cluster['config'] / 'secrets.yml'}")
+
+
+def chat_with_key(cluster) -> int:
+    url = f"https://{ctl(cluster)['ip']}:1025/v1/chat/completions"
+    body = {"model": "qwen3-8B", "max_tokens": 2, "messages": [{"role": "user", "content": "still there?"}]}
+    try:
+        return https(cluster, "POST", url, body, {"Authorization": f"Bearer {API_KEY}"})[0]
+    except (OSError, http.client.HTTPException):
+        return 0
+
+
+def test_benchmark_replays_with_the_key_over_https(cluster):
+    """benchmark.yml: a few requests through the coordinator's https API with motor_api_key, the prefill engines'
+    counters read over https."""
+    report_path = cluster["tmp"] / "bench" / "report.json"
+    report_path.parent.mkdir()
+    result = playbook("benchmark.yml", cluster["inventory"], cluster["config"], "-e", "motor_bench_requests=4",
+                      "-e", f"motor_bench_report={report_path}", "-e", cluster["volumes"], *key_vars(cluster))
+    cluster["outputs"].append(result)
+    run = json.loads(report_path.read_text())["runs"][0]
+    assert run["requests"] == 4 and run["failed"] == 0, run["errors"]
+    assert sum(i["requests"] for i in run["per_instance"].values()) == 4, run["per_instance"]  # /metrics read
+
+
+def test_a_killed_engine_is_healed_without_a_command(cluster):
+    """The decode engine's process killed on its host: Docker's restart policy and the healers (their probes over
+    https with the encrypted key) bring the job back to serving with no command; verify.yml then passes."""
+    engine_host = next(h for h in cluster["hosts"] if not h["name"].endswith("-ctl"))["name"]
+    engine = f"{JOB}-d0-0"
+    rc, pid = simctl.host_exec(engine_host, f"docker inspect -f '{{{{.State.Pid}}}}' {engine}")
+    assert rc == 0 and pid.strip().isdigit() and int(pid) > 0, pid
+    rc, out = simctl.host_exec(engine_host, f"kill -9 {pid.strip()}")
+    assert rc == 0, out
+    count = f"docker inspect -f '{{{{.RestartCount}}}} {{{{.State.Running}}}}' {engine}"
+
+    def restarted():
+        restarts, running = (simctl.host_exec(engine_host, count)[1].split() + ["", ""])[:2]
+        return restarts.isdigit() and int(restarts) > 0 and running == "true"
+    support.wait_for(restarted, timeout=120, interval=2, what=f"{engine} restarted by Docker's restart policy")
+    support.wait_for(lambda: chat_with_key(cluster) == 200, timeout=300, interval=5,
+                     what="the job serving chat (with the key, over https) again after the engine was killed")
+    # the restarted pod's registration may be refused ("already registered") until a healer restarts it once more
+    # (the pod's own after 30 s, the controller's after 75 s: docs/design.md): verify (read-only) until it passes
+    report_path = cluster["tmp"] / "report-healed.json"
+
+    deadline = time.monotonic() + 300
+    while True:
+        result = playbook("verify.yml", cluster["inventory"], cluster["config"],
+                          "-e", f"motor_verify_report={report_path}", "-e", cluster["volumes"], *key_vars(cluster),
+                          check=False)
+        cluster["outputs"].append(result)
+        report = json.loads(report_path.read_text())
+        if (report["passed"] and result.returncode == 0) or time.monotonic() > deadline:
+            break
+        time.sleep(10)
+    assert report["passed"] and result.returncode == 0, [c for c in report["checks"] if not c["ok"]]
+    assert {c["container"]: c for c in report["containers"]}[engine]["restarts"] >= 1
+
+
+def test_an_image_change_rolls_with_keys_and_tls(cluster):
+    """deploy.yml with a new image: every instance rolled (each the only one of its role, so with
+    motor_roll_allow_outage and no drain: reconcile/roll_drain.py), the readiness and routing waits over https; then
+    the job serves with the key and a re-run changes nothing."""
+    subprocess.run(["docker", "build", "-q", "-t", NEW_IMAGE, "-"], check=True, stdout=subprocess.DEVNULL,
+                   input=f'FROM {IMAGE}\nLABEL io.pymotor.test-release="2"\n', text=True,
+                   env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    simctl.load_image(PREFIX, NEW_IMAGE)
+    args = ("-e", "motor_service_ready_timeout=240", "-e", "motor_roll_allow_outage=true", "-e", cluster["volumes"],
+            *key_vars(cluster))
+    result = support.playbook("deploy.yml", cluster["inventory"], cluster["config"], *args, image=NEW_IMAGE)
+    cluster["outputs"].append(result)
+    assert "image changed" in result.stdout and "rolling" in result.stdout, result.stdout[-4000:]
+    for host in cluster["hosts"]:
+        _, text = simctl.host_exec(host["name"], f"docker ps --filter label=io.pymotor.job={JOB} --format '{{{{.Image}}}}'")
+        assert set(text.split()) == {NEW_IMAGE}, (host["name"], text)
+    support.wait_for(lambda: chat_with_key(cluster) == 200, timeout=120, interval=3, what="chat after the roll")
+    again = support.playbook("deploy.yml", cluster["inventory"], cluster["config"], *args, image=NEW_IMAGE)
+    cluster["outputs"].append(again)
+    assert support.recap_changed(again.stdout) == 0, again.stdout[-4000:]
+
+
 def test_plain_key_is_nowhere_but_the_users_own_files(cluster):
-    """Every file of every simulated host (containers' configs, logs and layers, Docker's state), the controller's
-    job files (plan, verify report) and every playbook's output: the plain API key is in none of them."""
+    """After the deploy, verify, the benchmark, the heal and the roll: every file of every simulated host
+    (containers' configs, logs and layers, Docker's state), the controller's job files (plan, verify and benchmark
+    reports) and every playbook's output: the plain API key is in none of them."""
     for host in cluster["hosts"]:
         # not the kernel's views (proc, sys, dev) nor Docker's network namespace handles (nsfs: not readable)
         rc, out = simctl.host_exec(host["name"], ["grep", "-rlF", "-D", "skip", "--exclude-dir=proc",

@@ -35,7 +35,7 @@ import re
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import kv_endpoint_ranges
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import engine_endpoints, service_targets
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE, with_host_healers
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import is_host_agent, with_host_healers
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import weight_dir, plan_user_config
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SINGLE_ROLE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded import (
@@ -211,8 +211,8 @@ def host_work(plan: dict, result: dict, judged: dict, steps: list, startup: dict
         runs = []
         if first:
             runs.append({"job_id": plan["job_id"], "remove": first[host], "containers": []} if host in first else None)
-        healers = [c for c in own if c.get("role") == HOST_HEALER_ROLE]
-        others = [c for c in own if c.get("role") != HOST_HEALER_ROLE]
+        healers = [c for c in own if is_host_agent(c)]  # the healer and its socket proxy
+        others = [c for c in own if not is_host_agent(c)]
         last = max((i for i, tiers in enumerate(steps) if any(c["tier"] in tiers for c in others)),
                    default=len(steps) - 1)
         for index, tiers in enumerate(steps):

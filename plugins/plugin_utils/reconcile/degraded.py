@@ -25,12 +25,12 @@ share of failed hosts above which nothing further starts is ``motor_service_max_
 
 from __future__ import annotations
 
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import is_host_agent
 
 
 def _control(container: dict) -> bool:
-    """A container of the control plane (tier 0/1: not an engine pod, not a per-host healer)."""
-    return container.get("tier") != 2 and container.get("role") != HOST_HEALER_ROLE
+    """A container of the control plane (tier 0/1: not an engine pod, not a per-host healer or its proxy)."""
+    return container.get("tier") != 2 and not is_host_agent(container)
 
 
 def control_hosts(plan: dict) -> list:

@@ -19,7 +19,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
     PUBLISHING_ROLES,
     ROLE_LABEL,
 )
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import is_host_agent
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, dependencies
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name, parse_parts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import image_only
@@ -149,7 +149,7 @@ def tier_steps(plan: dict) -> list:
     there (decide.host_work), not in one more run on every host."""
     by_tier = {}
     for c in plan.get("containers", []):
-        if c.get("role") != HOST_HEALER_ROLE:
+        if not is_host_agent(c):
             by_tier.setdefault(c["tier"], set()).add(c["host"])
     steps, step_hosts = [], set()
     for tier in sorted(by_tier):

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import routed_ids, routed_instances
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import instance_pods
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets, uri_args
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config
 
 # Seconds between the coordinator's "del" and the first read of the engines' request gauges: a request the coordinator
@@ -72,7 +72,7 @@ def roll_drain(plan: dict, instance: dict, members: list, context: dict | None =
     """How the rolling restart takes engine instance ``instance`` (``diff.reconcile``'s ``rolling`` entry) out of
     the coordinator's routing; ``members``: its plan containers; ``context``: ``drain_context(plan)`` (built here
     when not given). ``how`` ``del`` (with the coordinator's ``routes`` URL, the ``role`` and pod ``ips`` of the
-    instance, the coordinator's ``refresh`` URL and its ``uri`` TLS arguments, the ``instance`` fields of the event
+    instance, the coordinator's ``refresh`` URL and its ``tls`` files (management TLS, or None), the ``instance`` fields of the event
     but the id, ``grace_s``), or ``none`` with ``why``."""
     context = context or drain_context(plan)
     role = instance.get("role") or ""
@@ -90,7 +90,8 @@ def roll_drain(plan: dict, instance: dict, members: list, context: dict | None =
     ips = (context["pods"].get(job) or {}).get("ips") or sorted({c["ip"] for c in members if c.get("ip")})
     coordinator = dict(targets["coordinator"], url=targets["coordinator"]["url"].rsplit("/", 1)[0] + "/instances/refresh")
     return {"how": "del", "routes": targets["routes"]["url"], "role": role, "ips": ips,
-            "refresh": coordinator["url"], "uri": uri_args(coordinator),
+            # the refresh target for motor_wait's reads (its TLS client opens an encrypted key with passwd_file)
+            "refresh": coordinator["url"], "tls": coordinator.get("tls") or None,
             "instance": {"job_name": job, "model_name": _model_name(plan, role), "role": role},
             "grace_s": DRAIN_GRACE_S}
 

@@ -76,7 +76,8 @@ def container_spec(container: dict, result: dict, settings: dict) -> dict:
     if settings.get("init"):  # docker-init (tini) signals the startup script's whole process group, not bash alone
         plain_env = {**plain_env, "TINI_KILL_PROCESS_GROUP": "1"}
     options = runtime_options(container, settings)
-    healer = host_healer_options(container)  # the per-host healer: the Docker socket, no capability (host_healer.py)
+    # the per-host healer and its Docker socket proxy: the proxy's socket, no capability (host_healer.py)
+    healer = host_healer_options(container, settings["log_root"], settings["job_id"])
     volumes += healer.pop("volumes", [])
     if healer:
         healer["security_opt"] = options.get("security_opt", []) + healer["security_opt"]

@@ -1,5 +1,6 @@
 """module_utils/motor_host_healer.py (the per-host healer's decision, backoff and one round against a fake Docker
-client), plan/healer.py and reconcile/host_healer.py (its plan entries, files and Docker options)."""
+client), plan/healer.py and reconcile/host_healer.py (its and its socket proxy's plan entries, files and Docker
+options)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize im
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import (
     HOST_HEALER_CONFIG,
     HOST_HEALER_SCRIPT,
+    SOCKPROXY_CONFIG,
+    SOCKPROXY_SCRIPT,
     with_host_healers,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
@@ -136,24 +139,51 @@ def seed_plan():
     return build_plan(normalize(user, json.loads((EXAMPLES / "seed_pd_separation" / "env.json").read_text())), hosts)
 
 
-def test_one_healer_per_host_with_the_socket_no_capability_and_its_files():
+SETTINGS = {"image": "img", "log_root": "/var/log/pymotor", "job_id": "mindie-motor", "restart_policy": "unless-stopped",
+            "log_max_size": "100m", "log_max_file": 5, "seccomp_profile": "unconfined", "weight_dir": "/models"}
+
+
+def host_config(container):
+    spec = container_spec(container, {"hashes": {container["name"]: "h"}, "parts": {container["name"]: "p"}}, SETTINGS)
+    return spec, create_body(spec)["HostConfig"]
+
+
+def test_one_healer_and_one_socket_proxy_per_host_no_capability_and_their_files():
     plan = with_host_healers(seed_plan())
-    healers = [c for c in plan["containers"] if c["role"] == "healer"]
-    assert sorted((c["name"], c["host"]) for c in healers) == [("mindie-motor-healer-ctl", "ctl"),
-                                                               ("mindie-motor-healer-h1", "h1")]
+    agents = [(c["role"], c["name"], c["host"]) for c in plan["containers"] if c["role"] in ("healer", "sockproxy")]
+    assert agents == [("sockproxy", "mindie-motor-sockproxy-ctl", "ctl"), ("healer", "mindie-motor-healer-ctl", "ctl"),
+                      ("sockproxy", "mindie-motor-sockproxy-h1", "h1"), ("healer", "mindie-motor-healer-h1", "h1")]
     assert with_host_healers(plan) == plan  # idempotent
-    healer = healers[0]
-    settings = {"image": "img", "log_root": "/var/log/pymotor", "job_id": "mindie-motor", "restart_policy":
-                "unless-stopped", "log_max_size": "100m", "log_max_file": 5, "seccomp_profile": "unconfined"}
-    spec = container_spec(healer, {"hashes": {healer["name"]: "h"}, "parts": {healer["name"]: "p"}}, settings)
-    host = create_body(spec)["HostConfig"]
-    assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True and "CapAdd" not in host
-    assert host["SecurityOpt"] == ["seccomp=unconfined", "no-new-privileges:true"] and host["Devices"] == []
-    assert "/var/run/docker.sock:/var/run/docker.sock:rw" in host["Binds"] and "/dev:/host/dev:ro" in host["Binds"]
-    assert spec["healthcheck"] is None and spec["command"][-1].endswith("/" + HOST_HEALER_CONFIG)
-    files = own_files(plan, "")[healer["name"]]
-    assert set(files) == {HOST_HEALER_SCRIPT, "motor_docker.py", "motor_heal_rules.py", HOST_HEALER_CONFIG}
-    assert json.loads(files[HOST_HEALER_CONFIG])["self"] == healer["name"]
+    by_name = {c["name"]: c for c in plan["containers"]}
+    files = own_files(plan, "")
+    for name in ("mindie-motor-healer-h1", "mindie-motor-sockproxy-h1"):
+        spec, host = host_config(by_name[name])
+        assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True and "CapAdd" not in host
+        assert host["SecurityOpt"] == ["seccomp=unconfined", "no-new-privileges:true"] and host["Devices"] == []
+        assert "PortBindings" not in host and spec["healthcheck"] is None
+    shared = "/var/log/pymotor/mindie-motor/mindie-motor-sockproxy-h1-socket"
+    # the healer: the proxy's directory read-only (it can connect, not replace the socket), never Docker's socket
+    spec, host = host_config(by_name["mindie-motor-healer-h1"])
+    assert shared + ":/run/motor-docker:ro" in host["Binds"] and "/dev:/host/dev:ro" in host["Binds"]
+    assert not any("docker.sock" in bind for bind in host["Binds"])
+    assert spec["command"][-1].endswith("/" + HOST_HEALER_CONFIG)
+    healer_files = files["mindie-motor-healer-h1"]
+    assert set(healer_files) == {HOST_HEALER_SCRIPT, "motor_docker.py", "motor_heal_rules.py", HOST_HEALER_CONFIG}
+    config = json.loads(healer_files[HOST_HEALER_CONFIG])
+    assert config["self"] == "mindie-motor-healer-h1" and config["docker_host"] == "unix:///run/motor-docker/docker.sock"
+    # the proxy: Docker's socket and the shared directory, its script and config
+    spec, host = host_config(by_name["mindie-motor-sockproxy-h1"])
+    assert "/var/run/docker.sock:/var/run/docker.sock:rw" in host["Binds"]
+    assert shared + ":/run/motor-docker:rw" in host["Binds"]
+    assert spec["command"][-1].endswith("/" + SOCKPROXY_CONFIG)
+    proxy_files = files["mindie-motor-sockproxy-h1"]
+    assert set(proxy_files) == {SOCKPROXY_SCRIPT, SOCKPROXY_CONFIG}
+    assert json.loads(proxy_files[SOCKPROXY_CONFIG]) == {
+        "job_id": "mindie-motor", "upstream": "/var/run/docker.sock", "listen": "/run/motor-docker/docker.sock"}
+    # no other container of the job gets either socket
+    for c in plan["containers"]:
+        if c["role"] not in ("healer", "sockproxy"):
+            assert not any("docker.sock" in b or "motor-docker" in b for b in host_config(c)[1]["Binds"]), c["name"]
 
 
 def test_the_healer_script_runs_alone_with_its_docker_client(tmp_path):

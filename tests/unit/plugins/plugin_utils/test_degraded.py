@@ -50,12 +50,14 @@ def test_an_engine_pod_needs_its_instance_and_the_control_plane_and_nothing_else
 
 
 def test_with_the_per_host_healers_a_failed_engine_host_leaves_out_only_its_instances_and_its_own_healer():
-    """decide reconciles the plan with a healer on every host (tier 3): a healer is not part of the control plane,
-    so an engine host down takes out its instances and its healer only, never the controller or other hosts."""
+    """decide reconciles the plan with a healer and its socket proxy on every host (tier 3): neither is part of the
+    control plane, so an engine host down takes out its instances and its own two only, never the controller or
+    other hosts."""
     plan = with_host_healers(fleet_plan())
     needs = container_needs(plan)
-    healers = [c for c in plan["containers"] if c["tier"] == 3]
-    assert sorted(c["host"] for c in healers) == sorted({c["host"] for c in plan["containers"]})
+    healers = [c for c in plan["containers"] if c["tier"] == 3]  # each host's healer and its Docker socket proxy
+    assert sorted((c["host"], c["role"]) for c in healers) == sorted(
+        (host, role) for host in {c["host"] for c in plan["containers"]} for role in ("healer", "sockproxy"))
     assert all(needs[c["name"]] == [c["host"]] for c in healers)
     assert all(needs[c["name"]] == ["ctl"] for c in plan["containers"] if c["tier"] in (0, 1))
     engines = [c for c in plan["containers"] if c["tier"] == 2]
@@ -224,7 +226,7 @@ def test_a_host_without_docker_at_discovery_gets_no_work_within_the_share_and_st
 def test_the_per_host_healers_are_no_control_plane_so_a_failed_engine_host_holds_back_only_what_needs_it():
     """The deploy's decision adds a healer on every host of the job (plan/healer.py, tier 3): counted as control
     plane, every host was one and a host unreachable at discovery kept every container of the fleet unstarted."""
-    from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import HOST_HEALER_ROLE, SOCKPROXY_ROLE
     from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import decide
 
     plan = fleet_plan()
@@ -241,11 +243,12 @@ def test_the_per_host_healers_are_no_control_plane_so_a_failed_engine_host_holds
         assert w["unreachable"] == [down], host  # the tier play reads it from the host's own work
         if not w["needs"]:
             continue  # a host without containers of the job gets no healer
-        healers = [name for name in w["needs"] if "-healer-" in name]
-        assert len(healers) == 1 and w["needs"][healers[0]] == [host], (host, w["needs"])
+        agents = [name for name in w["needs"] if "-healer-" in name or "-sockproxy-" in name]  # healer and proxy
+        assert len(agents) == 2 and all(w["needs"][a] == [host] for a in agents), (host, w["needs"])
         held = needing(w["needs"], [down])
         expected = sorted(c["name"] for c in plan["containers"] if c["host"] == host and c["job_name"] in hit)
-        assert held == sorted(expected + ([healers[0]] if host == down else [])), host
+        assert held == sorted(expected + (agents if host == down else [])), host
     gone = left_out(dict(plan, containers=plan["containers"] + [
-        {"name": "job-healer-" + down, "host": down, "role": HOST_HEALER_ROLE, "tier": 3, "job_name": "x"}]), [down])
+        {"name": "job-healer-" + down, "host": down, "role": HOST_HEALER_ROLE, "tier": 3, "job_name": "x"},
+        {"name": "job-sockproxy-" + down, "host": down, "role": SOCKPROXY_ROLE, "tier": 3, "job_name": "y"}]), [down])
     assert "control-plane containers left out" not in left_out_message(gone)

@@ -141,12 +141,13 @@ def test_decision_gives_every_host_one_run_per_step_with_work(plan):
     assert ctl[1] is None and h1[0] is None  # no run where a host has nothing to render or start
     assert "configmap" in ctl[0] and "configmap" in h1[1]  # each host renders in its first run
     early = {c["name"] for c in plan["containers"] if c["host"] == "ctl" and c["tier"] < 2}
-    # each host's healer starts in its host's last run, after what it watches there (the run's last start group)
-    assert {c["name"] for c in ctl[0]["containers"]} == early | {"mindie-motor-healer-ctl"}
-    assert ctl[0]["containers"][-1]["name"] == "mindie-motor-healer-ctl"
-    assert [c["name"] for c in h1[1]["containers"]][-1] == "mindie-motor-healer-h1"
-    assert [c["group"] for c in h1[1]["containers"]] == [2, 2, 3]
-    assert len(h1[1]["containers"]) == 3 and h1[1]["containers"][0]["image"] == "local/pymotor:1"
+    # each host's healer and its socket proxy start in its host's last run, after what the healer watches there (the
+    # run's last start group)
+    assert {c["name"] for c in ctl[0]["containers"]} == early | {"mindie-motor-sockproxy-ctl", "mindie-motor-healer-ctl"}
+    assert [c["name"] for c in ctl[0]["containers"]][-2:] == ["mindie-motor-sockproxy-ctl", "mindie-motor-healer-ctl"]
+    assert [c["name"] for c in h1[1]["containers"]][-2:] == ["mindie-motor-sockproxy-h1", "mindie-motor-healer-h1"]
+    assert [c["group"] for c in h1[1]["containers"]] == [2, 2, 3, 3]
+    assert len(h1[1]["containers"]) == 4 and h1[1]["containers"][0]["image"] == "local/pymotor:1"
     assert h1[1]["configmap"]["startup_dir"] == "/var/cache/pymotor/startup/sha256-img"
     names = [c["name"] for c in decision["readiness"]]
     assert names[0] == "the controller port answers" and "coordinator reports ready" in names[1]

@@ -78,7 +78,7 @@ def test_a_prefill_instance_with_another_one_serving_drains_with_a_del_to_the_co
     assert drain["instance"] == {"job_name": inst["job_name"], "role": "prefill",
                                  "model_name": plan["containers"][0]["user_config"]["motor_engine_prefill_config"]
                                  ["engine_config"]["served_model_name"]}
-    assert drain["uri"] == {} and drain["grace_s"] == roll_drain.DRAIN_GRACE_S
+    assert drain["tls"] is None and drain["grace_s"] == roll_drain.DRAIN_GRACE_S
 
 
 def test_the_event_carries_the_id_the_coordinator_lists_at_the_instances_own_hosts_for_every_role():
@@ -118,16 +118,18 @@ def test_a_single_instance_of_its_role_and_a_plan_without_observability_port_kee
     assert drain["how"] == "none" and "observability port" in drain["why"]
 
 
-def test_with_mgmt_tls_the_del_goes_over_https_with_the_ca_and_client_certificate():
+def test_with_mgmt_tls_the_del_goes_over_https_with_the_ca_client_certificate_and_key_password():
     def tls(user):
         user["motor_deploy_config"]["tls_config"] = {"mgmt_tls_config": {
-            "enable_tls": True, "ca_file": "/c/ca.pem", "cert_file": "/c/cert.pem", "key_file": "/c/key.pem"}}
+            "enable_tls": True, "ca_file": "/c/ca.pem", "cert_file": "/c/cert.pem", "key_file": "/c/key.pem",
+            "passwd_file": "/c/key_pwd.txt"}}
     plan = make_plan(mutate=tls)
     inst, members = next((i, m) for i, m in rolling(plan) if i["role"] == "prefill")
     drain = roll_drain.roll_drain(plan, inst, members)
     assert drain["refresh"].startswith("https://")
-    assert drain["uri"] == {"validate_certs": True, "ca_path": "/c/ca.pem", "client_cert": "/c/cert.pem",
-                            "client_key": "/c/key.pem"}
+    # motor_wait's target TLS options: an encrypted key opens with its passwd_file (ansible.builtin.uri could not)
+    assert drain["tls"] == {"ca_file": "/c/ca.pem", "cert_file": "/c/cert.pem", "key_file": "/c/key.pem",
+                            "passwd_file": "/c/key_pwd.txt", "check_hostname": True}
 
 
 def test_each_instance_of_a_reconciled_prefill_roll_drains():
@@ -193,8 +195,12 @@ def test_roll_instance_drains_before_the_stop_and_only_outside_check_mode():
     assert drain < next(i for i, n in enumerate(names) if n.startswith("Stop the pods"))
     assert "not ansible_check_mode" in tasks[drain]["when"] and "'del'" not in tasks[drain]["when"]
     steps = yaml.safe_load((TASKS / "roll_drain.yml").read_text())
-    post = next(t for t in steps if (t.get("ansible.builtin.uri") or {}).get("method") == "POST")
+    # the del goes through motor_wait's reads (a POST: the target has a body), whose TLS client reads passwd_file
+    post = next(t for t in steps if (t.get("pymotor.ascend.motor_wait") or {}).get("reads"))
+    refresh = post["pymotor.ascend.motor_wait"]["reads"]["drain"]["refresh"]
+    assert "'body': motor_service_roll_event" in refresh and "drain.tls" in refresh
     assert "motor_reconcile_drain_event" in post["vars"]["motor_service_roll_event"]
+    assert "answers" in tasks[drain]["vars"]["motor_service_roll_refresh"]  # the coordinator's answer, read after
     assert any("drain.grace_s" in str((t.get("ansible.builtin.pause") or {}).get("seconds")) for t in steps)
 
 
@@ -218,9 +224,10 @@ def test_a_drained_instance_waits_until_its_engines_hold_no_request_bounded_by_t
     assert not condition_met("idle", 200, None, None, "other 0\n")  # no gauges: not known to be idle
     assert not condition_met("idle", -1, None, None, "")
     steps = yaml.safe_load((TASKS / "roll_drain.yml").read_text())
-    idle = next(i for i, t in enumerate(steps) if "pymotor.ascend.motor_wait" in t)
-    assert "drain.idle" in steps[idle]["pymotor.ascend.motor_wait"]["checks"] and steps[idle]["failed_when"] is False
-    post = next(i for i, t in enumerate(steps) if (t.get("ansible.builtin.uri") or {}).get("method") == "POST")
+    waits = [(t.get("pymotor.ascend.motor_wait") or {}).get("checks") for t in steps]
+    idle = next(i for i, checks in enumerate(waits) if "drain.idle" in str(checks))
+    assert steps[idle]["failed_when"] is False
+    post = next(i for i, t in enumerate(steps) if (t.get("pymotor.ascend.motor_wait") or {}).get("reads"))
     assert post < idle  # after the del; roll_instance.yml stops the pods after roll_drain.yml
 
 
