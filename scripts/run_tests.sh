@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 # Integration and conformance run as one part per module (or group of short modules): each module brings up its
 # own simulated cluster, so nothing is shared across parts that a split would pay twice.
 parts=(
-  "conformance-rolls|1403|sim,conformance|make --no-print-directory conformance-rolls"
+  "conformance-rolls|1950|sim,conformance|make --no-print-directory conformance-rolls"
   "conformance-deploy-separation|850|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
   "conformance-deploy-hybrid|950|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
   "conformance-benchmark|682|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
