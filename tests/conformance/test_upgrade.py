@@ -17,8 +17,10 @@ knob, a busy engine) for SLOW_METRICS_FOR s while the job serves; inside that ti
 under a new tag under chat and streaming load (0 failed requests, 0 broken streams, no container of the job
 restarted), then chat goes on to the end of it: the controller restarted at most once (its healer does not take an
 engine it cannot read itself for a lost ``add``), every chat request answered. Each roll runs under streaming chat
-too (outputs of STREAM_TOKENS x DECODE_MS_PER_TOKEN, 30+ s): no stream broken outside the control plane's window,
-and no instance stopped with requests in flight (the drain waits for the engines' running/waiting gauges).
+too (outputs of STREAM_TOKENS x DECODE_MS_PER_TOKEN, 30+ s): a stream broken outside the control plane's window must
+end at a "del" of the coordinator (upstream closes the HTTP client of an instance it stops routing to, see
+``_cut_by_del``: no drain keeps such a stream), and no instance stops with requests in flight (the drain waits for
+the engines' running/waiting gauges).
 
 PD hybrid (seed_pd_hybrid) is left out: each roll of 4 instances waits 4 x (17 s separation + the load + the
 registration and readiness) on the real control plane, minutes each; both seeds would not fit this suite's time
