@@ -16,11 +16,11 @@ cd "$(dirname "$0")/.."
 # Integration and conformance run as one part per module (or group of short modules): each module brings up its
 # own simulated cluster, so nothing is shared across parts that a split would pay twice.
 parts=(
-  "conformance-rolls|1403|sim,conformance|make --no-print-directory conformance-rolls"
+  "conformance-rolls|1950|sim,conformance|make --no-print-directory conformance-rolls"
   "conformance-deploy-separation|850|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
   "conformance-deploy-hybrid|950|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
   "conformance-benchmark|682|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
-  "conformance-multipod|449|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
+  "conformance-multipod|670|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
   "conformance-smoke|150|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
   "integration-faults|327|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
   "integration-bad-input|210|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"

@@ -197,18 +197,48 @@ def parse_npu_smi(mapping_out, info_out):
     return health
 
 
-def npu_health():
-    """(health per NPU id, error): nothing to read on a host without NPU devices or npu-smi."""
+def two_dies_per_npu(mapping_out):
+    """Whether ``npu-smi info -m`` lists a second Ascend die (chip 1 with a logic id) on some NPU: an A3 module (an A2
+    NPU's chip 1 is its MCU, without a logic id)."""
+    for line in mapping_out.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0].isdigit() and fields[1] == "1" and fields[2].isdigit():
+            return True
+    return False
+
+
+def parse_spod(text):
+    """The super device id (SDID) in ``npu-smi info -t spod-info -i N -c C`` output, '' when there is none. Upstream's
+    hccl_tools.py takes the value of its first line (``SDID : 123``) for the rank table's super_device_id."""
+    match = re.search(r"^\s*SDID\s*:\s*(\S+)", text or "", re.MULTILINE)
+    return match.group(1) if match else ""
+
+
+def npu_spod(tool, devices):
+    """Device id -> its SDID, or the tool's error, from ``npu-smi info -t spod-info -i <id // 2> -c <id % 2>`` (the
+    card and chip upstream's hccl_tools.py asks on A3, at every engine start, for the rank table)."""
+    def spod(device):
+        rc, out, err = _run([tool, "info", "-t", "spod-info", "-i", str(device // 2), "-c", str(device % 2)])
+        sdid = parse_spod(out) if rc == 0 else ""
+        return {"sdid": sdid} if sdid else {"sdid": "", "error": (out + err).strip() or "rc %d" % rc}
+
+    return dict(zip([str(d) for d in devices], _each(spod, devices)))
+
+
+def npu_health(devices=()):
+    """(health per NPU id, error, super device ids): nothing to read on a host without NPU devices or npu-smi; the
+    super device ids (``npu_spod``) only on a host whose NPUs hold two dies (A3), else {}."""
     tool = shutil.which("npu-smi", path=os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/local/bin")
     if not tool:
-        return {}, "npu-smi not found"
+        return {}, "npu-smi not found", {}
     rc, mapping_out, err = _run([tool, "info", "-m"])
     if rc != 0:
-        return {}, "npu-smi info -m failed: %s" % (mapping_out + err).strip()
+        return {}, "npu-smi info -m failed: %s" % (mapping_out + err).strip(), {}
     rc, info_out, err = _run([tool, "info"])
     if rc != 0:
-        return {}, "npu-smi info failed: %s" % (info_out + err).strip()
-    return parse_npu_smi(mapping_out, info_out), ""
+        return {}, "npu-smi info failed: %s" % (info_out + err).strip(), {}
+    spod = npu_spod(tool, devices) if two_dies_per_npu(mapping_out) else {}
+    return parse_npu_smi(mapping_out, info_out), "", spod
 
 
 def parse_topo(text):
@@ -325,8 +355,8 @@ def probe(params, check_mode=False, diff=False):
                      if p[len("/dev/davinci"):].isdigit())
     # the NPU tools' queries (read-only): npu-smi's beside hccn_tool's, which run QUERY_THREADS at a time
     links_on = bool(params["links"] and devices)
-    (health, npu_error), (topo, topo_error), (links, network) = _each(lambda read: read(), [
-        lambda: npu_health() if devices else ({}, ""),
+    (health, npu_error, spod), (topo, topo_error), (links, network) = _each(lambda read: read(), [
+        lambda: npu_health(devices) if devices else ({}, "", {}),
         lambda: npu_topo() if devices else ({}, ""),
         lambda: (link_states(devices, params["hccn_tool"]), npu_network(devices, params["hccn_tool"]))
         if links_on else ({}, {}),
@@ -337,6 +367,7 @@ def probe(params, check_mode=False, diff=False):
         npu_devices=devices,
         npu_health=health,
         npu_error=npu_error,
+        npu_spod=spod,
         listening=listening_ports(),
         links=links,
         npu_network=network,

@@ -134,6 +134,13 @@ npu_health:
   returned: always
   type: dict
   sample: {'0': OK, '1': OK, '2': Warning}
+npu_spod:
+  description:
+    - Device id to its super device id (C(sdid)) from C(npu-smi info -t spod-info -i <id // 2> -c <id % 2>), or
+      C(sdid) empty and the tool's C(error); read only where C(npu-smi info -m) lists two Ascend dies per NPU (A3).
+  returned: always
+  type: dict
+  sample: {'0': {sdid: '0'}, '1': {sdid: '', error: 'Error: the device does not exist.'}}
 npu_error:
   description: Why C(npu-smi) could not be read (empty when it could, or when there is no NPU device).
   returned: always

@@ -10,6 +10,10 @@ instance started and registered before pod 0. The test checks that pod 1 really 
 (the fake engine's argv and the conductor's ``/services``), then that the collection's readiness, a chat request, a
 deploy.yml re-run and verify.yml all accept that assignment.
 
+``test_late_peer`` stops both pods of the prefill instance, starts pod 0 alone and pod 1 only LATE_PEER_S (3 min)
+later: the waiting pod is never frozen, stopped or killed (its healer's peer guard: a peer not started = wait; the
+controller's healer: a pod of the instance unreachable = wait), then the instance assembles and serves.
+
 The last two tests are self-healing checks with no command run: the conductor restarted (``docker restart``) and the
 control host's Docker engine restarted (its dockerd SIGTERMed; the simulated host's entrypoint starts it again and the
 ``unless-stopped`` containers come back): every prefill DP rank must be back in the conductor's ``/services`` within
@@ -54,6 +58,7 @@ REGISTER_TIMEOUT = 90  # a started node manager registers within seconds (boot.s
 REGISTER_ATTEMPTS = 3  # starts of a pod whose registration the controller dropped at once (upstream race)
 ENGINE = re.compile(rf"^{re.escape(JOB)}-([pd])(\d+)-(\d+)$")  # <job>-p<instance>-<pod>, <job>-d<instance>-<pod>
 EVIDENCE = REPO / "tests" / "output" / "conformance-multipod.log"
+LATE_PEER_S = float(os.environ.get("MOTOR_CONF_LATE_PEER_S") or 180)  # the second pod of an instance starts this late
 
 
 def _utc() -> str:
@@ -340,6 +345,60 @@ def test_shuffled_start(cluster):
     if result.returncode != 0:
         problems.append(f"verify.yml rc {result.returncode}:\n{result.stdout[-3000:]}")
     assert not problems, "\n".join(problems)
+
+
+def _events(c: Cluster, container: str, since: str) -> list[str]:
+    """The Docker events of ``container`` since ``since`` until now (pause: a freeze; kill, die, stop: an end)."""
+    rc, out = c.docker(container, "events", "--since", since, "--until", _utc(), "--filter",
+                       f"container={container}", "--format", "{{.Action}}")
+    assert rc == 0, out
+    return out.split()
+
+
+def test_late_peer(cluster):
+    """Pod 0 of the prefill instance starts alone; its peer, pod 1, LATE_PEER_S later. Meanwhile pod 0 runs on: no
+    pause, kill, die or stop event, the same container start; then the instance assembles, the conductor lists its
+    ranks and a chat request is answered."""
+    _needs_first_deploy(cluster)
+    engines = cluster.engines()
+    waiting, late = f"{JOB}-p0-0", f"{JOB}-p0-1"
+    since = _utc()
+    for name in (waiting, late):
+        rc, out = simctl.host_exec(engines[name]["name"], ["docker", "stop", name])
+        assert rc == 0, out
+    inactive = re.compile(rf"Instance {re.escape(JOB)}-p0\(id:\d+\) status updated to InsStatus\.INACTIVE")
+    assert _wait(lambda: inactive.search(cluster.log_since(f"{JOB}-controller", since)), DROP_TIMEOUT,
+                 "p0 inactive"), cluster.logs("controller", 40)
+    _start_registered(cluster, [waiting], engines)
+    alone, started = _utc(), time.monotonic()
+    first_start = cluster.docker(waiting, "inspect", "--format", "{{.State.StartedAt}}", waiting)[1].strip()
+    states = set()
+    while time.monotonic() - started < LATE_PEER_S:
+        states.add(cluster.docker(waiting, "inspect", "--format", "{{.State.Status}}", waiting)[1].strip())
+        time.sleep(5)
+    events = _events(cluster, waiting, alone)
+    healer = [line for line in cluster.log_since(waiting, alone).splitlines() if "motor-healer:" in line]
+    controller_healer = [line for line in cluster.log_since(f"{JOB}-controller", alone).splitlines()
+                         if "motor-healer:" in line]
+    still = cluster.docker(waiting, "inspect", "--format", "{{.State.StartedAt}}", waiting)[1].strip()
+    cluster.note(f"late peer: {waiting} alone for {time.monotonic() - started:.0f} s: states {sorted(states)}, "
+                 f"events {events}, same start {still == first_start}; its healer: {healer}; the controller's: "
+                 f"{controller_healer}")
+    _start_registered(cluster, [late], engines)
+    assert _wait(cluster.ready, READY_TIMEOUT, "ready"), http(cluster.url(1026, "/readiness"))
+    seconds, services = _heal(cluster, "late peer started", timeout=READY_TIMEOUT)
+    status, body = http(cluster.url(1025, "/v1/chat/completions"),
+                        {"model": "qwen3-8B", "max_tokens": 4,
+                         "messages": [{"role": "user", "content": "late peer"}]}, timeout=60)
+    assert states == {"running"} and not {"pause", "kill", "die", "stop"} & set(events), (states, events, healer)
+    assert still == first_start, (first_start, still)
+    # the healers' action lines (plugins/plugin_utils/heal.py _what): none in the waiting time
+    assert not any("restarting this engine pod" in line or "restarting the controller" in line
+                   for line in healer + controller_healer), healer + controller_healer
+    assert seconds is not None, f"the instance did not assemble after its late peer: {services}\n{cluster.explain()}"
+    assert status == 200, f"{status} {body}"
+    # the KV watcher learns registrations from the conductor's /services every 2 s: the next test restarts the conductor
+    time.sleep(6)
 
 
 def _stale(c: Cluster) -> list[str]:

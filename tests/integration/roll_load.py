@@ -33,17 +33,39 @@ def post_chat(url: str, model: str, timeout: float = 30) -> int:
         return 0
 
 
-class Client(threading.Thread):
-    """Chat requests back to back through the coordinator: (start, end, status) of each."""
+def post_stream(url: str, model: str, max_tokens: int, timeout: float = 120) -> int:
+    """One streaming chat request (``stream: true``) read to its end: 200 only when the answer was 200 and the stream
+    ended with ``data: [DONE]`` (a stream cut in the middle is broken, whatever its status line said); else the HTTP
+    status, or 0."""
+    body = json.dumps({"model": model, "max_tokens": max_tokens, "stream": True,
+                       "messages": [{"role": "user", "content": "tell a long story"}]}).encode()
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            done = False
+            for line in resp:
+                done = done or line.strip() == b"data: [DONE]"
+            return resp.status if done else 0
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, ValueError):  # ValueError: http.client's IncompleteRead of a cut chunked stream
+        return 0
 
-    def __init__(self, url: str, model: str):
+
+class Client(threading.Thread):
+    """Chat requests back to back through the coordinator: (start, end, status) of each; with ``stream_tokens``,
+    streaming requests of that many output tokens (``post_stream``)."""
+
+    def __init__(self, url: str, model: str, stream_tokens: int = 0):
         super().__init__(daemon=True)
         self.url, self.model, self.done, self.results = url, model, threading.Event(), []
+        self.stream_tokens = stream_tokens
 
     def run(self):
         while not self.done.is_set():
             start = time.time()
-            status = post_chat(self.url, self.model)
+            status = (post_stream(self.url, self.model, self.stream_tokens) if self.stream_tokens
+                      else post_chat(self.url, self.model))
             self.results.append((start, time.time(), status))
             if status != 200:
                 time.sleep(0.05)
@@ -88,11 +110,23 @@ def classify(results: list, printed: tuple[float, str, float, float], image: str
 
 def under_load(url: str, model: str, run: Callable[[], subprocess.CompletedProcess]) -> tuple[list, object]:
     """Run ``run`` (the deploy) while a Client sends chat back to back to ``url``; (the client's results, run's)."""
-    client = Client(url, model)
-    client.start()
+    chat, dummy, result = under_streaming_load(url, model, run, 0, 0)
+    return chat, result
+
+
+def under_streaming_load(url: str, model: str, run: Callable[[], object], streams: int,
+                         stream_tokens: int) -> tuple[list, list, object]:
+    """Run ``run`` while one Client sends chat back to back and ``streams`` more send streaming chat of
+    ``stream_tokens`` output tokens each; (the chat results, every stream's results, run's). Each client finishes
+    the request it is in before it stops (a stream is not cut by the test)."""
+    clients = [Client(url, model)] + [Client(url, model, stream_tokens) for _ in range(streams)]
+    for client in clients:
+        client.start()
     try:
         result = run()
     finally:
-        client.done.set()
-        client.join(timeout=60)
-    return client.results, result
+        for client in clients:
+            client.done.set()
+        for client in clients:
+            client.join(timeout=180)
+    return clients[0].results, sorted(r for c in clients[1:] for r in c.results), result

@@ -22,6 +22,7 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 import simctl
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_host_probe import parse_spod
 
 pytestmark = pytest.mark.docker
 
@@ -110,6 +111,16 @@ def test_a3_shows_sixteen_dies_in_eight_modules(cluster):
     assert len(re.findall(r"Chip Count\s+: 2$", listing, re.MULTILINE)) == 8
     board = run(A3, "npu-smi info -t board -i 7 -c 1")
     assert re.search(r"NPU Name\s+: 9392", board) and re.search(r"Chip Name\s+: Ascend910", board)
+
+
+def test_a3_spod_info_gives_each_die_its_sdid_as_hccl_tools_reads_it(cluster):
+    """Upstream's hccl_tools.py asks ``npu-smi info -t spod-info -i <id // 2> -c <id % 2>`` per die on A3 and takes
+    the value of the first line; the host probe's parser reads the same; an A2 has no spod-info."""
+    for die in (0, 15):
+        out = run(A3, f"npu-smi info -t spod-info -i {die // 2} -c {die % 2}")
+        assert out.splitlines()[0].split(":")[1].strip() == str(die) == parse_spod(out), out
+    rc, out = simctl.host_exec(A2_1, "npu-smi info -t spod-info -i 0 -c 0")
+    assert rc != 0 and parse_spod(out) == "", out
 
 
 def test_npu_smi_rejects_absent_device(cluster):

@@ -63,6 +63,26 @@ def health_findings(npus: list, probe: dict) -> tuple:
     return problems, warnings
 
 
+def spod_findings(npus: list, probe: dict, hardware_type) -> list:
+    """On an A3 host, each planned NPU (device) has a super device id: upstream's hccl_tools.py reads
+    ``npu-smi info -t spod-info -i <card> -c <chip>`` at every engine start for the rank table's super_device_id and
+    fails the start without one. A probe without ``npu_spod`` (an older probe's result) judges nothing."""
+    if hardware_type != "800I_A3" or "npu_spod" not in probe or probe.get("npu_error"):
+        return []
+    spod = probe.get("npu_spod") or {}
+    out = []
+    for npu in npus:
+        entry = spod.get(str(npu)) or {}
+        if not entry.get("sdid"):
+            out.append(("NPU %s super pod" % npu,
+                        "npu-smi info -t spod-info -i %s -c %s gives no SDID (%s)"
+                        % (int(npu) // 2, int(npu) % 2, entry.get("error") or "not read: npu-smi info -m lists one "
+                           "die per NPU"),
+                        "upstream's hccl_tools.py needs it at every engine start on A3: update the NPU driver and "
+                        "firmware until npu-smi answers it (a host that is no A3: its real motor_hardware_type in the inventory)"))
+    return out
+
+
 def network_findings(npus: list, probe: dict) -> list:
     """Each planned NPU has a device address (upstream's hccl_tools.py reads ``hccn_tool -i N -ip -g`` at engine
     start and gives up after 10 x 3 s) and its link is up."""

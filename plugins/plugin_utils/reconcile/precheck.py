@@ -21,6 +21,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.npu_check
     job_network_findings,
     network_findings,
     planned_npus,
+    spod_findings,
     version_findings,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs, model_dirs, plan_user_config, weight_dir
@@ -185,6 +186,7 @@ def host_problems(host: str, containers: list, probe: dict, settings: dict, plan
     if read and npus and not rootless:
         found, notes = health_findings(npus, probe)
         found += device_findings(containers, probe)
+        found += spod_findings(npus, probe, ((plan.get("hosts") or {}).get(host) or {}).get("hardware_type"))
         more, later = version_findings(probe, settings, (((probe.get("images") or [{}])[0]) or {}).get("Labels"))
         for check, what, fix in found + more:
             problem(check, what, fix)

@@ -3,6 +3,9 @@
 The REAL node manager (motor.node_manager) spawns it as ``engine_server`` (this package's script sits ahead of the
 wheel's console script on PATH) with its exact command line. It answers what the real control plane calls:
 - mgmt port: GET /status (drives readiness), GET /metrics (vLLM-named prefix-cache counters), GET /health;
+  a busy engine: ``MOTOR_SIM_METRICS_SECONDS=<s>`` in its environment, or ``<s>`` written to ``METRICS_DELAY_FILE``
+  inside one running engine's container (re-read at every request), makes its /metrics (both ports) answer s seconds
+  late while it serves (upstream's collector gives an engine 2 s);
 - business port: OpenAI chat/completions (streaming too), /tokenize, /v1/models, /health, /metrics,
   POST /reset_prefix_cache (only with VLLM_SERVER_DEV_MODE=1, as vLLM);
 - time and cache: the stand-in's performance model (tests/sim/motor_image/motor_sim/perf.py: bounded LRU prefix
@@ -34,6 +37,16 @@ from motor_sim.kv_events import KvEventPublisher
 from motor_sim.perf import EngineModel
 
 DEFAULT_BLOCK_SIZE = 128
+METRICS_DELAY_FILE = "/tmp/motor_sim_metrics_seconds"
+
+
+def metrics_delay() -> float:
+    """Seconds this engine's /metrics answers late: the file's number, else MOTOR_SIM_METRICS_SECONDS, else 0."""
+    try:
+        with open(METRICS_DELAY_FILE) as handle:
+            return float(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return float(os.environ.get("MOTOR_SIM_METRICS_SECONDS") or 0)
 
 
 def log(message: str, **fields) -> None:
@@ -157,6 +170,9 @@ def handler_for(engine: Engine, mgmt: bool):
             if path == "/status" and mgmt:
                 self._send(200, {"status": engine.status})
             elif path == "/metrics":
+                delay = metrics_delay()
+                if delay > 0:
+                    time.sleep(delay)
                 self._send(200, engine.metrics(), "text/plain; version=0.0.4")
             elif path == "/health":
                 self._send(200 if engine.status == "normal" else 503, "")

@@ -115,3 +115,49 @@ def test_read_interfaces_without_ip_uses_the_standard_library(tmp_path):
 def test_read_interfaces_with_ip_of_this_machine():
     interfaces, dummy = mp.read_interfaces()
     assert "127.0.0.1" in interfaces["lo"]["ipv4"]
+
+
+# npu-smi on an A3 (two Ascend dies per NPU module, then its MCU), as the simulated hosts print it
+A3_MAPPING = """\
+        NPU ID                         Chip ID                        Chip Logic ID                  Chip Phy-ID                    Chip Name
+        0                              0                              0                              0                              Ascend910
+        0                              1                              1                              1                              Ascend910
+        0                              2                              -                              -                              Mcu
+"""
+
+
+def test_two_dies_per_npu_tells_an_a3_from_an_a2():
+    assert mp.two_dies_per_npu(A3_MAPPING) is True
+    assert mp.two_dies_per_npu(MAPPING) is False
+
+
+def test_parse_spod_takes_the_sdid_line_as_hccl_tools_does():
+    text = "        SDID                           : 1048577\n        Super Pod Size                 : 1\n"
+    assert mp.parse_spod(text) == "1048577"
+    assert mp.parse_spod("Error: the device does not support spod-info.\n") == ""
+
+
+def test_npu_health_reads_spod_info_per_die_only_on_an_a3(monkeypatch):
+    calls = []
+
+    def run(argv):
+        calls.append(argv[1:])
+        if argv[1:] == ["info", "-m"]:
+            return 0, mapping, ""
+        if argv[1:] == ["info"]:
+            return 0, "", ""
+        card, chip = argv[5], argv[7]
+        if (card, chip) == ("0", "1"):
+            return 1, "", "Error: the device (NPU ID 0, Chip ID 1) does not exist.\n"
+        return 0, "        SDID                           : %s%s\n" % (card, chip), ""
+
+    monkeypatch.setattr(mp.shutil, "which", lambda *a, **k: "/usr/local/sbin/npu-smi")
+    monkeypatch.setattr(mp, "_run", run)
+    mapping = A3_MAPPING
+    health, error, spod = mp.npu_health([0, 1, 2])
+    assert error == "" and spod == {"0": {"sdid": "00"}, "1": {"sdid": "", "error": "Error: the device (NPU ID 0, "
+                                                                                    "Chip ID 1) does not exist."},
+                                    "2": {"sdid": "10"}}
+    assert ["info", "-t", "spod-info", "-i", "1", "-c", "0"] in calls
+    mapping, calls[:] = MAPPING, []
+    assert mp.npu_health([0, 1, 2])[2] == {} and all("spod-info" not in c for c in calls)

@@ -159,3 +159,25 @@ def test_hccl_hint_is_one_sysctl_per_host_merging_ranges_and_keeping_the_reserve
     # everything reserved: nothing to say
     probe["local_ports"]["reserved"] = "40000-40063,50000-50031"
     assert hccl_port_findings(containers, probe) == []
+
+
+def test_a3_needs_a_super_device_id_per_planned_npu_as_hccl_tools_does(plan):
+    a3 = json.loads(json.dumps(plan))
+    a3["hosts"]["h1"]["hardware_type"] = "800I_A3"
+    first, second = engine_npus(a3)[:2]
+
+    def spod(p, missing=()):
+        with_versions(p)
+        p["npu_spod"] = {str(n): {"sdid": str(100 + n)} for n in p["npu_devices"] if n not in missing}
+        for n in missing:
+            p["npu_spod"][str(n)] = {"sdid": "", "error": "Error: spod-info is not supported."}
+
+    assert judge(a3, probes_of(a3, h1=spod))["problems"] == []
+    problems = judge(a3, probes_of(a3, h1=lambda p: spod(p, (second,))))["problems"]
+    assert problems == [f"h1: NPU {second} super pod: npu-smi info -t spod-info -i {second // 2} -c {second % 2} "
+                        "gives no SDID (Error: spod-info is not supported.) (fix: upstream's hccl_tools.py needs it "
+                        "at every engine start on A3: update the NPU driver and firmware until npu-smi answers it (a "
+                        "host that is no A3: its real motor_hardware_type in the inventory))"], problems
+    assert first != second
+    # an A2 host asks nothing of spod-info, whatever its probe says
+    assert judge(plan, probes_of(plan, h1=lambda p: spod(p, (second,))))["problems"] == []
