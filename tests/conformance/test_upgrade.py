@@ -281,7 +281,7 @@ def test_slow_metrics_and_a_retag_under_load_restart_nothing(cluster):
         (EVIDENCE.parent / "conformance-upgrade-retag-deploy.log").write_text(result.stdout)
         # chat goes on until the slow engine has been slow for SLOW_METRICS_FOR s
         rest = max(0.0, SLOW_METRICS_FOR - (time.monotonic() - started))
-        later, dummy, _ = under_streaming_load(url, c.model, lambda: time.sleep(rest), 0, 0)
+        later, _no_streams, _slept = under_streaming_load(url, c.model, lambda: time.sleep(rest), 0, 0)
         answer_end_s = _metrics_seconds(slow, host)
     finally:
         simctl.host_exec(host["name"], ["docker", "exec", slow, "rm", "-f", METRICS_DELAY_FILE])
