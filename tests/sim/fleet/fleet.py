@@ -59,7 +59,7 @@ def host_names(count: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------- prepare
-def _npu_smi_outputs(state: Path, hardware: str, devices: int) -> Path:
+def _npu_smi_outputs(state: Path, hardware: str, devices: int) -> tuple[Path, dict[str, str]]:
     """npu-smi's answers for a healthy host (the DinD sim host's stand-in npu-smi, run once over a fake /dev)."""
     out = state / "npu"
     dev = out / "dev"
@@ -70,11 +70,21 @@ def _npu_smi_outputs(state: Path, hardware: str, devices: int) -> Path:
     text = text.replace("@HARDWARE@", hardware).replace("ls /dev 2>", "ls \"$FLEET_DEV\" 2>")
     tool = out / "npu-smi.sh"
     tool.write_text(text, encoding="utf-8")
+    answers = dict(NPU_ARGS)
     for args, name in NPU_ARGS.items():
         proc = subprocess.run(["sh", str(tool)] + args.split(), env={**os.environ, "FLEET_DEV": str(dev)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
         (out / name).write_text(proc.stdout, encoding="utf-8")
-    return out
+    # Per-die queries the host probe makes (spod-info on A3): every NPU/chip pair the stand-in npu-smi answers
+    for npu_id in range(devices):
+        for chip in (0, 1):
+            args = "info -t spod-info -i %d -c %d" % (npu_id, chip)
+            proc = subprocess.run(["sh", str(tool)] + args.split(), env={**os.environ, "FLEET_DEV": str(dev)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+            if proc.returncode == 0:
+                answers[args] = "spod-%d-%d.txt" % (npu_id, chip)
+                (out / answers[args]).write_text(proc.stdout, encoding="utf-8")
+    return out, answers
 
 
 def _executable(path: Path, text: str) -> None:
@@ -87,7 +97,7 @@ def prepare(state: Path, count: int, hardware: str = "800I_A3", devices: int = 1
     """Write the fleet's files under ``state`` (a directory of its own) and return its inventory: ``count`` engine
     hosts and one control host, each with its own address, Docker socket, NPUs and interpreter wrapper."""
     state = state.resolve()
-    npu = _npu_smi_outputs(state, hardware, devices)
+    npu, npu_answers = _npu_smi_outputs(state, hardware, devices)
     driver = state / "ascend" / "driver"
     (driver / "tools").mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "tests/sim/host/rootfs/usr/local/Ascend/driver/version.info", driver / "version.info")
@@ -105,7 +115,7 @@ def prepare(state: Path, count: int, hardware: str = "800I_A3", devices: int = 1
         ip_json = json.dumps([{"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1"}]},
                               {"ifname": "sim0", "addr_info": [{"family": "inet", "local": ip}]}])
         _executable(root / "bin" / "ip", "#!/bin/sh\ncat <<'EOF'\n%s\nEOF\n" % ip_json)
-        cases = "".join('  "%s") exec cat %s ;;\n' % (args, npu / out) for args, out in NPU_ARGS.items())
+        cases = "".join('  "%s") exec cat %s ;;\n' % (args, npu / out) for args, out in npu_answers.items())
         _executable(root / "bin" / "npu-smi", '#!/bin/sh\ncase "$*" in\n%s  *) echo "npu-smi: $*" >&2; exit 1 ;;\n'
                     'esac\n' % cases)
         _executable(root / "python", '#!/bin/sh\nexec %s %s %s "$@"\n' % (python, HERE / "hostpy.py", root))
