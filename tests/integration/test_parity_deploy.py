@@ -179,24 +179,25 @@ def test_second_deploy_changes_nothing(cluster, job):
     assert recap_changed(result.stdout) == 0, result.stdout[-4000:]
 
 
-def test_verify_a5_vllm_passes_with_affinity(cluster):
-    info = cluster["jobs"]["a5v"]
-    report_path = cluster["tmp"] / "a5v-report.json"
-    result = timed("a5v verify", "verify.yml", info["inventory"], info["config"], "-e",
+def passing_verify(cluster, job):
+    """verify.yml of ``job`` with a JSON report: (the run, the report), the report's every check passed."""
+    info = cluster["jobs"][job]
+    report_path = cluster["tmp"] / f"{job}-report.json"
+    result = timed(f"{job} verify", "verify.yml", info["inventory"], info["config"], "-e",
                    f"motor_verify_report={report_path}")
     report = json.loads(report_path.read_text())
     assert report["passed"], [c for c in report["checks"] if not c["ok"]]
+    return result, report
+
+
+def test_verify_a5_vllm_passes_with_affinity(cluster):
+    result, report = passing_verify(cluster, "a5v")
     assert report["affinity"]["passed"] and report["affinity"]["fraction"] == 1.0
     assert "checks passed, 0 failed" in result.stdout
 
 
 def test_verify_sglang_reports_affinity_not_applicable(cluster):
-    info = cluster["jobs"]["sgl"]
-    report_path = cluster["tmp"] / "sgl-report.json"
-    result = timed("sgl verify", "verify.yml", info["inventory"], info["config"], "-e",
-                   f"motor_verify_report={report_path}")
-    report = json.loads(report_path.read_text())
-    assert report["passed"], [c for c in report["checks"] if not c["ok"]]
+    result, report = passing_verify(cluster, "sgl")
     assert report["affinity"]["verdict"] == "not applicable"
     assert "decodes vLLM KV events only" in report["affinity"]["reason"]
     printed = " ".join(result.stdout.split())  # the callback folds long table lines
@@ -228,12 +229,7 @@ def test_single_container_runs_every_role_in_one_container(cluster):
 
 
 def test_verify_single_container_passes(cluster):
-    info = cluster["jobs"]["sc"]
-    report_path = cluster["tmp"] / "sc-report.json"
-    result = timed("sc verify", "verify.yml", info["inventory"], info["config"], "-e",
-                   f"motor_verify_report={report_path}")
-    report = json.loads(report_path.read_text())
-    assert report["passed"], [c for c in report["checks"] if not c["ok"]]
+    result, report = passing_verify(cluster, "sc")
     names = {c.get("name") or c.get("target") for c in report["checks"]}
     assert any("/p0" in str(n) for n in names) and any("/d0" in str(n) for n in names), report["checks"]
     assert "checks passed, 0 failed" in " ".join(result.stdout.split())

@@ -376,12 +376,12 @@ SEED_IMAGES_LABEL = "pymotor.sim.seed.images"
 SEED_MARKER = ".pymotor-seed-complete"
 
 
-def _in_volumes(script: str, environment: dict[str, str] | None = None) -> tuple[int, str]:
-    """Run ``script`` in a throwaway container that sees every volume of this engine under /vols (one mount, so
-    hard links between two volumes work: link(2) refuses to cross mounts)."""
+def _in_volumes(host_image: str, script: str, environment: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``script`` in a throwaway container of ``host_image`` that sees every volume of this engine under /vols
+    (one mount, so hard links between two volumes work: link(2) refuses to cross mounts)."""
     root = client().info()["DockerRootDir"]
     container = client().containers.run(
-        ensure_host_image(), entrypoint=["sh", "-c", script], environment=environment or {}, detach=True,
+        host_image, entrypoint=["sh", "-c", script], environment=environment or {}, detach=True,
         network_mode="none", labels={LABEL: SEED_PREFIX},
         volumes={f"{root}/volumes": {"bind": "/vols", "mode": "rw"}})
     try:
@@ -391,35 +391,36 @@ def _in_volumes(script: str, environment: dict[str, str] | None = None) -> tuple
         container.remove(force=True)
 
 
-def _ensure_seed(wanted: dict[str, str]) -> str:
+def _ensure_seed(host_image: str, wanted: dict[str, str]) -> str:
     """The seed volume holding exactly these images (made under a machine-wide lock when missing)."""
-    host_id = client().images.get(ensure_host_image()).id
-    key = hashlib.sha256("\n".join([host_id, *sorted(set(wanted.values()))]).encode()).hexdigest()[:16]
+    image_ids = sorted(set(wanted.values()))
+    seed_ids = [client().images.get(host_image).id, *image_ids]  # the host image's dockerd wrote the seed
+    key = hashlib.sha256("\n".join(seed_ids).encode()).hexdigest()[:16]
     name = f"{SEED_PREFIX}-{key}"
     with open(Path(tempfile.gettempdir()) / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _in_volumes(f'test -f "/vols/{name}/_data/{SEED_MARKER}"')[0] == 0:
+        if _in_volumes(host_image, f'test -f "/vols/{name}/_data/{SEED_MARKER}"')[0] == 0:
             return name
         _remove_stale_seeds()
         with contextlib.suppress(docker.errors.NotFound):
             client().volumes.get(name).remove(force=True)
         volume = client().volumes.create(name, labels={LABEL: SEED_PREFIX, SEED_KEY_LABEL: key,
-                                                        SEED_IMAGES_LABEL: ",".join([host_id, *sorted(set(wanted.values()))])})
+                                                        SEED_IMAGES_LABEL: ",".join(seed_ids)})
         seeder = f"{name}-loader"
         with contextlib.suppress(docker.errors.NotFound):
             client().containers.get(seeder).remove(force=True)
-        client().containers.run(ensure_host_image(), detach=True, name=seeder, environment={"SIM_HARDWARE": "none"},
+        client().containers.run(host_image, detach=True, name=seeder, environment={"SIM_HARDWARE": "none"},
                                 labels={LABEL: SEED_PREFIX}, **_dind_options(volume.name))
         try:
             _wait_ready(seeder)
             with tempfile.TemporaryDirectory(prefix="pymotor-sim-") as tmp:
                 archive = Path(tmp) / "images.tar"
-                subprocess.run(["docker", "save", "-o", str(archive), *sorted(set(wanted.values()))], check=True)
+                subprocess.run(["docker", "save", "-o", str(archive), *image_ids], check=True)
                 _load_into(seeder, archive)
             client().containers.get(seeder).stop(timeout=STOP_TIMEOUT)  # dockerd ends cleanly: its stores are whole
         finally:
             client().containers.get(seeder).remove(force=True)
-        rc, out = _in_volumes(f'touch "/vols/{name}/_data/{SEED_MARKER}"')
+        rc, out = _in_volumes(host_image, f'touch "/vols/{name}/_data/{SEED_MARKER}"')
         if rc != 0:
             raise RuntimeError(f"seed {name} could not be marked complete: {out.strip()}")
         return name
@@ -437,7 +438,8 @@ def _remove_stale_seeds() -> None:
 
 def _seed_hosts(names: list[str], wanted: dict[str, str]) -> None:
     """Give fresh hosts the wanted images from their seed, tagged exactly as asked, then restart their dockerd."""
-    seed = _ensure_seed(wanted)
+    host_image = ensure_host_image()
+    seed = _ensure_seed(host_image, wanted)
     repositories: dict[str, dict[str, str]] = {}
     for ref, image_id in wanted.items():
         repositories.setdefault(ref.rpartition(":")[0] if ":" in ref.rpartition("/")[2] else ref, {})[ref] = image_id
@@ -447,7 +449,7 @@ def _seed_hosts(names: list[str], wanted: dict[str, str]) -> None:
               'cp -al "$s/overlay2/." "$d/overlay2/"')
 
     def populate(name: str) -> None:
-        rc, out = _in_volumes(script, {"SEED": seed, "VOLUME": f"{name}-docker",
+        rc, out = _in_volumes(host_image, script, {"SEED": seed, "VOLUME": f"{name}-docker",
                                        "REPOSITORIES": json.dumps({"Repositories": repositories})})
         if rc != 0:
             raise RuntimeError(f"seeding {name} from {seed} failed: {out.strip()}")
