@@ -74,6 +74,12 @@ logs=tests/output/lanes
 rm -rf "$logs"
 mkdir -p "$logs"
 workers=${MOTOR_TEST_LANES:-3}
+# Parts that mostly wait (their clients and engines sleep between requests; the CPU they use is measured in
+# tests/README.md) get a lane of their own beside the workers, so that a 24-minute wait does not hold one of the three
+# workers the CPU-bound parts share. MOTOR_TEST_WAIT_LANES=0 puts them back into the common queue.
+waiting_parts=${MOTOR_TEST_WAITING_PARTS:-conformance-rolls}
+wait_lanes=${MOTOR_TEST_WAIT_LANES:-1}
+printf '%s\n' "${parts[@]}" | cut -d'|' -f1 | grep -qxF -f <(tr ' ' '\n' <<<"$waiting_parts" | grep .) || wait_lanes=0
 
 # The queue: the builds first, then every part longest first. A worker takes, under a lock, the first part not yet
 # taken whose builds are done; it waits while every part left still waits for a build.
@@ -90,8 +96,12 @@ taken=$logs/.taken
 status_file=$logs/.status
 : >"$status_file"
 
-take() {  # print the next part a worker may run; nothing when none is left
-  local line
+waiting() {  # is part $1 one of the waiting parts (taken by the waiting lane only, when there is one)?
+  [ "$wait_lanes" -gt 0 ] && [[ " $waiting_parts " == *" $1 "* ]]
+}
+
+take() {  # lane kind (work or wait): print the next part that lane may run; nothing when none is left
+  local kind=$1 line
   while true; do
     line=$(
       exec 9>"$logs/.lock"
@@ -100,8 +110,9 @@ take() {  # print the next part a worker may run; nothing when none is left
       while IFS= read -r candidate; do
         n=$((n + 1))
         grep -qx "$n" "$taken" && continue
+        IFS='|' read -r name _ needs _ <<<"$candidate"
+        if waiting "$name"; then [ "$kind" = wait ] || continue; else [ "$kind" = work ] || continue; fi
         left=1
-        IFS='|' read -r _ _ needs _ <<<"$candidate"
         ready=1
         for need in ${needs//,/ }; do
           [ "$need" = - ] || [ ! -e "$logs/.pending-$need" ] || ready=0
@@ -155,10 +166,10 @@ run_part() {  # name command needs
   ) 9>"$logs/.print-lock"
 }
 
-worker() {
+worker() {  # kind: work or wait
   local line name needs cmd
   while true; do
-    line=$(take)
+    line=$(take "$1")
     [ -n "$line" ] || return 0
     IFS='|' read -r name _ needs cmd <<<"$line"
     run_part "$name" "$cmd" "$needs"
@@ -166,10 +177,15 @@ worker() {
 }
 
 tests_start=$SECONDS
-echo "[test] $(wc -l <"$queue") parts on $workers workers, longest first; each part's log in $logs/<part>.log"
+echo "[test] $(wc -l <"$queue") parts on $workers workers, longest first, and $wait_lanes waiting lane(s) for" \
+  "$waiting_parts; each part's log in $logs/<part>.log"
 pids=()
 for _ in $(seq 1 "$workers"); do
-  worker &
+  worker work &
+  pids+=("$!")
+done
+for _ in $(seq 1 "$wait_lanes"); do
+  worker wait &
   pids+=("$!")
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
