@@ -39,6 +39,10 @@ _value:
   description: One problem per file whose hash differs from its pin; empty when all match.
   type: list
   elements: str
+  sample:
+    - "/tmp/pymotor-go-sum-sample/example.com/m/@v/v1.0.0.mod: example.com/m@v1.0.0: checksum mismatch: go.sum pins
+      h1:c3RhbGU=, the file hashes to h1:flS2VctbRrTv+sBE+VKgxx6hlkMGPVz9MGOmzMYFg3k= (the mirror's copy differs from
+      the module go.sum was written for: fetch it again from a trusted proxy, or check which go.sum is pinned)"
 """
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.go_sum import go_sum_problems

@@ -142,6 +142,15 @@ def conductor_services(result):
              "InstanceID": "vllm-prefill-1", "TenantID": "default", "DPRank": rank} for rank in drained["dp_ranks"]]
 
 
+def go_sum_mismatch(where=Path("/tmp/pymotor-go-sum-sample")):
+    """A proxy whose go.mod differs from its go.sum pin, at the fixed path the sample names."""
+    module = where / "example.com/m/@v"
+    module.mkdir(parents=True, exist_ok=True)
+    (module / "v1.0.0.mod").write_text("module example.com/m\n")
+    (where / "go.sum").write_text("example.com/m v1.0.0/go.mod h1:c3RhbGU=\n")
+    return FILTERS["motor_go_sum_problems"](str(where), str(where / "go.sum"))
+
+
 def drain_event_output():
     """The "del" of the first prefill instance of 2 rolling, while the coordinator routes it as instance 3."""
     plan = plan_of(2)
@@ -245,6 +254,7 @@ REAL_OUTPUT = {
     "motor_ops_mask_text": lambda: FILTERS["motor_ops_mask_text"]('export HF_TOKEN="hf_not_a_real_token"'),
     "motor_ops_mask_document": lambda: FILTERS["motor_ops_mask_document"](json.dumps(
         {"motor_controller_config": {"api_key": "sk-not-a-real-key", "max_tokens": 512}})),
+    "motor_go_sum_problems": go_sum_mismatch,
     "motor_ops_status_rows": status_rows,
     "motor_ops_status_table": lambda: FILTERS["motor_ops_status_table"](status_rows()),
     "motor_ops_status_conductor": lambda: FILTERS["motor_ops_status_conductor"]([
