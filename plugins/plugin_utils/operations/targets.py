@@ -90,6 +90,27 @@ def controller_tls_variables(task_vars: dict, template=None) -> dict:
     return out
 
 
+def controller_tls_problems(plan: dict, variables: dict, exists=os.path.isfile) -> list:
+    """The TLS files our controller-side clients would open (``tls_settings`` of the sections that are on, through
+    ``controller_tls``) that are no file on the controller (``exists``), each once: found before anything changes,
+    not when a readiness wait cannot connect. A ``passwd_file`` only when its variable names it (upstream takes a
+    missing one for a key that is not encrypted)."""
+    out, seen = [], set()
+    for kind, tls in tls_settings(plan).items():
+        mapped = controller_tls(tls, variables)
+        for field, name in CONTROLLER_TLS_VARS.items():
+            path = (mapped or {}).get(field)
+            named = (variables or {}).get(name) not in (None, "")
+            if not path or (field, path) in seen or (field == "passwd_file" and not named) or exists(path):
+                continue
+            seen.add((field, path))
+            where = name if named else "motor_deploy_config.tls_config.%s.%s" % (SECTIONS[kind], field)
+            out.append("%s: %s is no file on the Ansible controller, whose clients (readiness waits, the roll's drain, "
+                       "verify, benchmark) open it%s" % (where, path, "" if named else (
+                           "; copy it to the controller and name the copy in %s" % name)))
+    return out
+
+
 def api_key_settings(plan: dict) -> dict:
     """How our clients present ``motor_api_key`` to the coordinator: api_key_config's ``enabled``, ``header_name``
     and ``key_prefix`` (upstream's defaults, motor/config/coordinator.py:195-198, when unset) from the coordinator's

@@ -218,3 +218,23 @@ def test_motor_wait_reaches_a_mutual_tls_server_with_the_controllers_encrypted_k
     assert sorted(seen) == sorted([("GET", "/readiness", True), ("GET", "/metrics?type=dp", True),
                                    ("POST", "/instances/refresh", True)])
     assert all(PASSWORD not in json.dumps(r) for r in (result, without))
+
+
+def test_the_deploy_names_a_tls_file_the_controller_lacks_before_anything_changes(pki):
+    """motor_decide's problems: a file a controller-side client would open and the controller does not have."""
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import controller_tls_problems
+
+    plan = tls_plan()
+    assert controller_tls_problems(plan, pki) == []  # every copy named and present
+    unset = controller_tls_problems(plan, {})  # the sections' paths, absent here: each named once, with the fix
+    assert len(unset) == 3 and all("no file on the Ansible controller" in p for p in unset)
+    assert unset[0].startswith("motor_deploy_config.tls_config.mgmt_tls_config.ca_file: /etc/pymotor-certs/ca.crt")
+    assert "name the copy in motor_tls_ca_file" in unset[0]
+    assert not [p for p in unset if "passwd_file" in p]  # a missing passwd_file is a key that is not encrypted
+    wrong = controller_tls_problems(plan, dict(pki, motor_tls_passwd_file="/nowhere/key_pwd.txt"))
+    assert wrong == ["motor_tls_passwd_file: /nowhere/key_pwd.txt is no file on the Ansible controller, whose clients "
+                     "(readiness waits, the roll's drain, verify, benchmark) open it"]
+    plain = json.loads(json.dumps(plan))
+    for c in plain["containers"]:
+        c["user_config"]["motor_deploy_config"]["tls_config"] = {}
+    assert controller_tls_problems(plain, {}) == []  # TLS off: nothing to open
