@@ -4,8 +4,8 @@ affinity probe) use https with the CA / client cert / key those sections name. T
 the sections' passwd_file (upstream's cert_util.py:797-805), and API keys are on (issue 47: api_key_config; verify
 sends motor_api_key from a vars file, as Vault would give it; a wrong key gets upstream's 403, none 401). Then, with
 the key from the same vars file, benchmark.yml replays a few requests, a killed engine is healed with no command
-and an image change is rolled through deploy.yml, each decode instance drained first; after all that the plain key is
-in no file of any host nor in the controller's job files or the playbooks' output. The hosts keep the certificates
+and a change of the decode engines' config is rolled through deploy.yml, each decode instance drained first; after all
+that the plain key is in no file of any host nor in the controller's job files or the playbooks' output. The hosts keep the certificates
 at HOST_CERTS, which tls_config names (the containers' paths) and which the controller does not have: every client on
 the controller reads its own copies, which the motor_tls_* variables name. Two A2 hosts (1 P + 2 D; the first is the
 control host too, so each decode instance has a host of its own and drains), prefix pymotor-tls. The tests run in
@@ -35,7 +35,6 @@ from support import REPO
 
 PREFIX = "pymotor-tls" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts per concurrent run
 IMAGE = "local/pymotor-tls:test"
-NEW_IMAGE = "local/pymotor-tls:2"  # the same content with its own id (a label), as a new release would have
 JOB = "tls-job"
 KEY_PASSWORD = "FAKE-tls-keypass-47"  # noqa: S105 (test data)
 API_KEY = "FAKE-apikey-integration-47d9"  # the plain key: on the controller, in the user's own files only
@@ -247,22 +246,22 @@ def test_a_killed_engine_is_healed_without_a_command(cluster):
     assert {c["container"]: c for c in report["containers"]}[engine]["restarts"] >= 1
 
 
-def test_an_image_change_rolls_with_keys_and_tls(cluster):
-    """deploy.yml with a new image: every instance rolled, the readiness and routing waits over https with the
-    controller's copies of the TLS files. Each decode instance (one per host) is drained first: the coordinator's
-    /metrics?type=dp read, its del answered 200 over https with the encrypted key, then its engines read idle on their
-    https /metrics before its stop. The prefill instance, the only one of its role, rolls with
-    motor_roll_allow_outage and no drain (reconcile/roll_drain.py). Then the job serves with the key and a re-run
-    changes nothing."""
-    subprocess.run(["docker", "build", "-q", "-t", NEW_IMAGE, "-"], check=True, stdout=subprocess.DEVNULL,
-                   input=f'FROM {IMAGE}\nLABEL io.pymotor.test-release="2"\n', text=True,
-                   env={**os.environ, "DOCKER_BUILDKIT": "0"})
-    simctl.load_image(PREFIX, NEW_IMAGE)
-    args = ("-e", "motor_service_ready_timeout=240", "-e", "motor_roll_allow_outage=true", "-e", cluster["volumes"],
-            *key_vars(cluster))
-    result = support.playbook("deploy.yml", cluster["inventory"], cluster["config"], *args, image=NEW_IMAGE)
+def test_a_decode_change_rolls_each_instance_drained_with_keys_and_tls(cluster):
+    """deploy.yml after a change of the decode engines' config: both decode instances roll, one at a time, each first
+    drained (one per host, so the coordinator's /metrics?type=dp names one id at its IP): its del answered 200 over
+    https with the encrypted key, its engines read idle on their https /metrics, then stopped; the readiness and
+    routing waits over https too, all with the controller's copies of the TLS files. The prefill instance keeps
+    serving, so no motor_roll_allow_outage. Then the job serves with the key and a re-run changes nothing."""
+    path = cluster["config"] / "user_config.json"
+    user = json.loads(path.read_text())
+    user["motor_engine_decode_config"]["engine_config"]["gpu_memory_utilization"] = 0.85
+    path.write_text(json.dumps(user, indent=2))
+    before = {h["name"]: simctl.host_exec(h["name"], f"docker ps -q --filter name={JOB}-p0-0")[1].strip()
+              for h in cluster["hosts"]}
+    args = ("-e", "motor_service_ready_timeout=240", "-e", cluster["volumes"], *key_vars(cluster))
+    result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *args)
     cluster["outputs"].append(result)
-    assert "image changed" in result.stdout and "rolling" in result.stdout, result.stdout[-4000:]
+    assert "rolling" in result.stdout, result.stdout[-4000:]
     text = " ".join(result.stdout.split())
     # the del sent for both decode instances and answered 200 (roll_drain.yml's changed_when), their idle waits held
     assert text.count("Take the instance out of the coordinator's routing] *") == 2, result.stdout[-6000:]
@@ -273,11 +272,11 @@ def test_an_image_change_rolls_with_keys_and_tls(cluster):
                       result.stdout)
     assert idle == ["ok", "ok"], idle
     assert "stops with requests in flight" not in text
-    for host in cluster["hosts"]:
-        _, text = simctl.host_exec(host["name"], f"docker ps --filter label=io.pymotor.job={JOB} --format '{{{{.Image}}}}'")
-        assert set(text.split()) == {NEW_IMAGE}, (host["name"], text)
+    after = {h["name"]: simctl.host_exec(h["name"], f"docker ps -q --filter name={JOB}-p0-0")[1].strip()
+             for h in cluster["hosts"]}
+    assert after == before and any(after.values()), (before, after)  # the prefill pod was not touched
     support.wait_for(lambda: chat_with_key(cluster) == 200, timeout=120, interval=3, what="chat after the roll")
-    again = support.playbook("deploy.yml", cluster["inventory"], cluster["config"], *args, image=NEW_IMAGE)
+    again = playbook("deploy.yml", cluster["inventory"], cluster["config"], *args)
     cluster["outputs"].append(again)
     assert support.recap_changed(again.stdout) == 0, again.stdout[-4000:]
 
