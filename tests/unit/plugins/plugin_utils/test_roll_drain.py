@@ -71,11 +71,10 @@ def test_a_prefill_instance_with_another_one_serving_drains_with_a_del_to_the_co
     drain = roll_drain.roll_drain(plan, inst, members)
     assert drain["how"] == "del"
     # motor_wait read targets: the controller's one client (roll_drain.yml)
-    assert drain["refresh"] == {"url": "http://%s:%s/instances/refresh" % (plan["coordinator"]["ip"],
-                                                                          plan["coordinator"]["mgmt_port"]),
+    coordinator = plan["coordinator"]
+    assert drain["refresh"] == {"url": "http://%s:%s/instances/refresh" % (coordinator["ip"], coordinator["mgmt_port"]),
                                 "tls": None}
-    assert drain["routes"] == {"url": "http://%s:%s/metrics?type=dp" % (plan["coordinator"]["ip"],
-                                                                        plan["coordinator"]["obs_port"]),
+    assert drain["routes"] == {"url": "http://%s:%s/metrics?type=dp" % (coordinator["ip"], coordinator["obs_port"]),
                                "tls": None, "text": True}
     assert drain["ips"] == sorted({c["ip"] for c in members}) and drain["role"] == "prefill"
     assert drain["instance"] == {"job_name": inst["job_name"], "role": "prefill",
