@@ -17,22 +17,25 @@ from ansible.utils.display import Display
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.bench import html, replay, report, workload
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import api_key_header
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import (
+    controller_targets, controller_tls_variables, service_targets)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config
 
 display = Display()
 
 
-def bench_targets(plan, api_key=None):
+def bench_targets(plan, api_key=None, tls_vars=None):
     """The coordinator's /v1/completions (with the header of ``api_key``, api_key_config's name and prefix), every
-    prefill engine's /metrics and the first one's /tokenize."""
+    prefill engine's /metrics and the first one's /tokenize; their TLS files the controller's (``tls_vars``: the
+    motor_tls_* variables, targets.controller_tls)."""
     targets = service_targets(plan)
     inference = dict(targets["inference"], url=targets["inference"]["url"].replace("/chat/completions", "/completions"),
                      headers=api_key_header(targets["api_key"], api_key))
     if not targets["metrics"] or targets["tokenize"] is None:
         raise AnsibleActionFail("the job has no KV-event publishing prefill engine: the benchmark reads the prefix-cache "
                                 "counters of the prefill engines the plan lists with kv_events (vLLM with kv-events-config)")
-    return {"inference": inference, "metrics": targets["metrics"], "tokenize": targets["tokenize"]}
+    return controller_targets({"inference": inference, "metrics": targets["metrics"], "tokenize": targets["tokenize"]},
+                              tls_vars or {})
 
 
 def engine_settings(plan):
@@ -96,7 +99,8 @@ class ActionModule(EntryPoint):
                 requests = workload.shared_prefix_workload(requests=n or 200)
                 source = {"workload": "built-in shared prefix (8 system prompts of 4 blocks, 2 own blocks each)"}
             # motor_api_key straight from the variables (Vault-friendly): never a task argument, so never in -vvv
-            targets = bench_targets(plan, self._templar.template(self._task_vars.get("motor_api_key") or ""))
+            targets = bench_targets(plan, self._templar.template(self._task_vars.get("motor_api_key") or ""),
+                                    controller_tls_variables(self._task_vars, self._templar.template))
             calibration = workload.calibrate(replay.tokenizer_count(targets["tokenize"]))
         except (OSError, workload.WorkloadError) as exc:
             raise AnsibleActionFail("motor_bench: %s" % exc)

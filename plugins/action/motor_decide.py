@@ -10,7 +10,8 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import get_answer
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.entry_point import EntryPoint
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import (
+    controller_tls_problems, controller_tls_variables, service_targets)
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.inventory import pymotor_hosts
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import decide
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import PrecheckError, checked_hosts
@@ -48,6 +49,10 @@ class ActionModule(EntryPoint):
             decision = decide(plan, hosts, probes, args["settings"], overrides, options)
         except PrecheckError as err:
             raise AnsibleActionFail("motor_decide: %s" % err)
+        # the TLS files the waits of this deploy will open on the controller (motor_tls_*, else tls_config's paths)
+        tls_problems = controller_tls_problems(plan, controller_tls_variables(task_vars, self._templar.template))
+        if tls_problems:
+            decision["problems"] = list(decision["problems"]) + tls_problems
         if decision["problems"]:  # listed once here; the role's next task fails with one short line
             self.show_problems(decision["problems"])
         return self.facts(motor_decision=decision)

@@ -13,6 +13,8 @@ from ansible.utils.display import Display
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import ARGUMENT_SPEC, read_all, run_checks
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import api_key_header
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import (
+    controller_targets, controller_tls_variables)
 
 
 display = Display()
@@ -30,6 +32,11 @@ class ActionModule(ActionBase):
         if validated.error_messages:
             raise AnsibleActionFail("motor_wait: %s" % "; ".join(validated.error_messages))
         params = validated.validated_parameters
+        # the targets name the files of tls_config (paths in the containers): this runs on the controller, which
+        # reads its own copies when the motor_tls_* variables name them
+        tls_vars = controller_tls_variables(task_vars, self._templar.template)
+        for key in ("checks", "stalls", "reads"):
+            params[key] = controller_targets(params[key], tls_vars)
         if params["reads"]:
             # a POST target with api_key settings (targets.api_key_settings) gets motor_api_key in their header,
             # taken from the variables here: never an argument, so never in -vvv nor in the result

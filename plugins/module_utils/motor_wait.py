@@ -259,7 +259,8 @@ def read_all(reads, request_timeout, concurrency, get=get_answer):
     """GET every target of ``reads`` once, concurrently (verify's observations): ``{group: {name: target}}`` (a
     target: ``url`` and optional ``tls``; with ``body``, a POST of it with the target's ``headers``, which the action
     adds, never the arguments) -> ``{group: {name: {status, json, error}}}``, status -1 and ``error`` when nothing
-    answered, ``json`` {} when the answer is not JSON (what verify judges, as a ``uri`` loop gave it)."""
+    answered, ``json`` {} when the answer is not JSON (what verify judges, as a ``uri`` loop gave it); with ``text``
+    true in the target, its answer's ``text`` too."""
     items = []
     for group, targets in (reads or {}).items():
         if not isinstance(targets, dict):
@@ -271,9 +272,11 @@ def read_all(reads, request_timeout, concurrency, get=get_answer):
     out = {group: {} for group in reads or {}}
     with Poller(concurrency) as poller:
         answers = poller.map(lambda item: _read(get, item[2], request_timeout), items)
-    for (group, name, dummy), (status, body, text) in zip(items, answers):
+    for (group, name, target), (status, body, text) in zip(items, answers):
         out[group][name] = {"status": status, "json": body if body is not None else {},
                             "error": text[:ANSWER_LIMIT] if status == -1 else ""}
+        if target.get("text") and status != -1:  # a page that is no JSON (Prometheus text), asked for by name
+            out[group][name]["text"] = text
     return out
 
 

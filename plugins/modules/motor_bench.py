@@ -24,6 +24,9 @@ description:
     where the engines do not serve that route. Reads
     every prefill engine's prefix-cache counters (C(vllm:prefix_cache_queries), C(vllm:prefix_cache_hits)) before,
     during and after, prints a progress line every 10 s and returns the run's report.
+  - With C(tls_config) on, its https requests verify and present the files the variables C(motor_tls_ca_file),
+    C(motor_tls_cert_file), C(motor_tls_key_file) and C(motor_tls_passwd_file) name on the controller (each unset one -
+    the section's own path), an encrypted key opened with the password file, as P(pymotor.ascend.motor_wait#module) does.
   - With O(reports) - writes their comparison to O(dest) (JSON) and a self-contained HTML page beside it (same name,
     C(.html); inline SVG plots, nothing fetched at view time).
 extends_documentation_fragment:

@@ -85,10 +85,13 @@ options:
         default: []
       tls:
         description:
-          - For an C(https) URL, the files the C(tls_config) section covering the port names (on the controller);
-            the server is verified against O(checks[].tls.ca_file) (hostname included) and
-            O(checks[].tls.cert_file) / O(checks[].tls.key_file) are presented as the client certificate, as
-            upstream's probe does. Omit for plain http.
+          - For an C(https) URL, the files the C(tls_config) section covering the port names; the server is
+            verified against O(checks[].tls.ca_file) (hostname included) and O(checks[].tls.cert_file) /
+            O(checks[].tls.key_file) are presented as the client certificate, as upstream's probe does. Omit for
+            plain http.
+          - The action runs on the controller, so each file is replaced by the controller's copy that the variable
+            C(motor_tls_ca_file), C(motor_tls_cert_file), C(motor_tls_key_file) or C(motor_tls_passwd_file) names,
+            when it is set (in every check, stall and read); unset - the path as given.
         type: dict
         suboptions: &tls_files
           ca_file:
@@ -182,6 +185,7 @@ options:
       - A target with C(body) is sent that body as JSON in one POST instead. When it also has C(api_key)
         (C(header_name), C(key_prefix) of the coordinator's C(api_key_config)), the request carries the variable
         C(motor_api_key) in that header; the key is read from the variables, never from the arguments.
+      - A target with C(text=true) gets the text of its answer in RV(answers) too (a page that is not JSON).
     type: dict
     default: {}
 """
@@ -201,7 +205,8 @@ RETURN = r"""
 answers:
   description:
     - Per group and name of O(reads), the answer - C(status) (HTTP status, -1 when nothing answered), C(json)
-      (the parsed body, {} when it is not JSON) and C(error) (why nothing answered).
+      (the parsed body, {} when it is not JSON), C(error) (why nothing answered) and, for a target with C(text),
+      C(text) (the body as text, when something answered).
   returned: when O(reads) is given
   type: dict
 checks:

@@ -4,9 +4,12 @@ affinity probe) use https with the CA / client cert / key those sections name. T
 the sections' passwd_file (upstream's cert_util.py:797-805), and API keys are on (issue 47: api_key_config; verify
 sends motor_api_key from a vars file, as Vault would give it; a wrong key gets upstream's 403, none 401). Then, with
 the key from the same vars file, benchmark.yml replays a few requests, a killed engine is healed with no command
-and an image change is rolled through deploy.yml; after all that the plain key is in no file of any host nor in
-the controller's job files or the playbooks' output. One A2 engine host (1 P + 1 D) and a control host, prefix
-pymotor-tls. The tests run in file order on one cluster."""
+and a change of the decode engines' config is rolled through deploy.yml, each decode instance drained first; after all
+that the plain key is in no file of any host nor in the controller's job files or the playbooks' output. The hosts keep the certificates
+at HOST_CERTS, which tls_config names (the containers' paths) and which the controller does not have: every client on
+the controller reads its own copies, which the motor_tls_* variables name. Two A2 hosts (1 P + 2 D; the first is the
+control host too, so each decode instance has a host of its own and drains), prefix pymotor-tls. The tests run in
+file order on one cluster."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import http.client
 import ipaddress
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -31,10 +35,10 @@ from support import REPO
 
 PREFIX = "pymotor-tls" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")  # own sim hosts per concurrent run
 IMAGE = "local/pymotor-tls:test"
-NEW_IMAGE = "local/pymotor-tls:2"  # the same content with its own id (a label), as a new release would have
 JOB = "tls-job"
 KEY_PASSWORD = "FAKE-tls-keypass-47"  # noqa: S105 (test data)
 API_KEY = "FAKE-apikey-integration-47d9"  # the plain key: on the controller, in the user's own files only
+HOST_CERTS = "/etc/pymotor-tls-certs"  # on the hosts (and in the containers) only, not on the controller
 
 pytestmark = pytest.mark.docker
 
@@ -86,33 +90,37 @@ def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tls")
     subprocess.run([sys.executable, str(REPO / "extensions/molecule/pd_separation/standin_image.py"), IMAGE],
                    check=True, capture_output=True, text=True)
-    certs = tmp / "certs"
+    certs = tmp / "certs"  # the controller's copies
+    assert not os.path.exists(HOST_CERTS)  # a client that read tls_config's paths here would fail
     simctl.down(PREFIX)
     try:
-        hosts = simctl.up(1, "800I_A2", PREFIX, control=True)
+        hosts = simctl.up(2, "800I_A2", PREFIX)  # the first is the control host too (simctl.write_inventory)
         simctl.load_image(PREFIX, IMAGE)
         files = make_certs(certs, [h["ip"] for h in hosts])
-        for host in hosts:  # the same paths on every host (mounted into the containers) and on the controller
+        for host in hosts:  # the same paths on every host, mounted into the containers
             for name, data in files.items():
-                rc, out = simctl.host_exec(host["name"], f"mkdir -p {certs} && echo {base64.b64encode(data).decode()}"
-                                                         f" | base64 -d > {certs / name} && chmod 600 {certs / name}")
+                rc, out = simctl.host_exec(host["name"], f"mkdir -p {HOST_CERTS} && echo {base64.b64encode(data).decode()}"
+                                                         f" | base64 -d > {HOST_CERTS}/{name} && chmod 600 {HOST_CERTS}/{name}")
                 assert rc == 0, out
-        tls = {"enable_tls": True, "ca_file": str(certs / "ca.crt"), "cert_file": str(certs / "server.crt"),
-               "key_file": str(certs / "server.key"), "passwd_file": str(certs / "key_pwd.txt")}
+        tls = {"enable_tls": True, "ca_file": f"{HOST_CERTS}/ca.crt", "cert_file": f"{HOST_CERTS}/server.crt",
+               "key_file": f"{HOST_CERTS}/server.key", "passwd_file": f"{HOST_CERTS}/key_pwd.txt"}
         config_dir = tmp / "config"
         config_dir.mkdir()
         user = json.loads((REPO / "examples/seed_pd_separation/user_config.json").read_text())
-        user["motor_deploy_config"].update(job_id=JOB, image_name=IMAGE,
+        user["motor_deploy_config"].update(job_id=JOB, image_name=IMAGE, d_instances_num=2,
                                            tls_config={"mgmt_tls_config": tls, "infer_tls_config": dict(tls)})
         user["motor_coordinator_config"]["api_key_config"] = {"enable_api_key": True,
                                                               "valid_keys": [API_KEY, "FAKE-apikey-second-47"]}
-        (config_dir / "secrets.yml").write_text(f"motor_api_key: {API_KEY}\n")  # what Vault would decrypt
+        (config_dir / "secrets.yml").write_text(  # what Vault would decrypt, and the controller's TLS files
+            f"motor_api_key: {API_KEY}\nmotor_tls_ca_file: {certs / 'ca.crt'}\nmotor_tls_cert_file: {certs / 'server.crt'}\n"
+            f"motor_tls_key_file: {certs / 'server.key'}\nmotor_tls_passwd_file: {certs / 'key_pwd.txt'}\n")
         (config_dir / "user_config.json").write_text(json.dumps(user, indent=2))
         (config_dir / "env.json").write_text((REPO / "examples/seed_pd_separation/env.json").read_text())
         inventory = tmp / "hosts.yml"
         simctl.write_inventory(hosts, inventory)
-        volumes = json.dumps({"motor_service_extra_volumes": [f"{certs}:{certs}:ro"]})
-        deploy = playbook("deploy.yml", inventory, config_dir, "-e", "motor_service_ready_timeout=240", "-e", volumes)
+        volumes = json.dumps({"motor_service_extra_volumes": [f"{HOST_CERTS}:{HOST_CERTS}:ro"]})
+        deploy = playbook("deploy.yml", inventory, config_dir, "-e", "motor_service_ready_timeout=240", "-e", volumes,
+                          "-e", f"@{config_dir / 'secrets.yml'}")
         yield {"hosts": hosts, "inventory": inventory, "config": config_dir, "tmp": tmp, "certs": certs,
                "volumes": volumes, "deploy": deploy, "outputs": [deploy]}
     finally:
@@ -120,7 +128,7 @@ def cluster(tmp_path_factory):
 
 
 def ctl(cluster):
-    return [h for h in cluster["hosts"] if h["name"].endswith("-ctl")][0]
+    return cluster["hosts"][0]  # motor_control_hosts (simctl.write_inventory: the first NPU host)
 
 
 def https(cluster, method, url, body=None, headers=None):
@@ -205,8 +213,9 @@ def test_benchmark_replays_with_the_key_over_https(cluster):
 def test_a_killed_engine_is_healed_without_a_command(cluster):
     """The decode engine's process killed on its host: Docker's restart policy and the healers (their probes over
     https with the encrypted key) bring the job back to serving with no command; verify.yml then passes."""
-    engine_host = next(h for h in cluster["hosts"] if not h["name"].endswith("-ctl"))["name"]
     engine = f"{JOB}-d0-0"
+    engine_host = next(h["name"] for h in cluster["hosts"]
+                       if simctl.host_exec(h["name"], f"docker inspect -f ok {engine}")[0] == 0)
     rc, pid = simctl.host_exec(engine_host, f"docker inspect -f '{{{{.State.Pid}}}}' {engine}")
     assert rc == 0 and pid.strip().isdigit() and int(pid) > 0, pid
     rc, out = simctl.host_exec(engine_host, f"kill -9 {pid.strip()}")
@@ -237,24 +246,37 @@ def test_a_killed_engine_is_healed_without_a_command(cluster):
     assert {c["container"]: c for c in report["containers"]}[engine]["restarts"] >= 1
 
 
-def test_an_image_change_rolls_with_keys_and_tls(cluster):
-    """deploy.yml with a new image: every instance rolled (each the only one of its role, so with
-    motor_roll_allow_outage and no drain: reconcile/roll_drain.py), the readiness and routing waits over https; then
-    the job serves with the key and a re-run changes nothing."""
-    subprocess.run(["docker", "build", "-q", "-t", NEW_IMAGE, "-"], check=True, stdout=subprocess.DEVNULL,
-                   input=f'FROM {IMAGE}\nLABEL io.pymotor.test-release="2"\n', text=True,
-                   env={**os.environ, "DOCKER_BUILDKIT": "0"})
-    simctl.load_image(PREFIX, NEW_IMAGE)
-    args = ("-e", "motor_service_ready_timeout=240", "-e", "motor_roll_allow_outage=true", "-e", cluster["volumes"],
-            *key_vars(cluster))
-    result = support.playbook("deploy.yml", cluster["inventory"], cluster["config"], *args, image=NEW_IMAGE)
+def test_a_decode_change_rolls_each_instance_drained_with_keys_and_tls(cluster):
+    """deploy.yml after a change of the decode engines' config: both decode instances roll, one at a time, each first
+    drained (one per host, so the coordinator's /metrics?type=dp names one id at its IP): its del answered 200 over
+    https with the encrypted key, its engines read idle on their https /metrics, then stopped; the readiness and
+    routing waits over https too, all with the controller's copies of the TLS files. The prefill instance keeps
+    serving, so no motor_roll_allow_outage. Then the job serves with the key and a re-run changes nothing."""
+    path = cluster["config"] / "user_config.json"
+    user = json.loads(path.read_text())
+    user["motor_engine_decode_config"]["engine_config"]["gpu_memory_utilization"] = 0.85
+    path.write_text(json.dumps(user, indent=2))
+    before = {h["name"]: simctl.host_exec(h["name"], f"docker ps -q --filter name={JOB}-p0-0")[1].strip()
+              for h in cluster["hosts"]}
+    args = ("-e", "motor_service_ready_timeout=240", "-e", cluster["volumes"], *key_vars(cluster))
+    result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *args)
     cluster["outputs"].append(result)
-    assert "image changed" in result.stdout and "rolling" in result.stdout, result.stdout[-4000:]
-    for host in cluster["hosts"]:
-        _, text = simctl.host_exec(host["name"], f"docker ps --filter label=io.pymotor.job={JOB} --format '{{{{.Image}}}}'")
-        assert set(text.split()) == {NEW_IMAGE}, (host["name"], text)
+    assert "rolling" in result.stdout, result.stdout[-4000:]
+    text = " ".join(result.stdout.split())
+    # the del sent for both decode instances and answered 200 (roll_drain.yml's changed_when), their idle waits held
+    assert text.count("Take the instance out of the coordinator's routing] *") == 2, result.stdout[-6000:]
+    assert "was not taken out of the coordinator's routing" not in text, result.stdout[-6000:]
+    drained = re.findall(r"Take the instance out of the coordinator's routing\] \**\s*(\w+):", result.stdout)
+    assert drained == ["changed", "changed"], drained
+    idle = re.findall(r"Wait until the instance's engines hold no running and no waiting request\] \**\s*(\w+):",
+                      result.stdout)
+    assert idle == ["ok", "ok"], idle
+    assert "stops with requests in flight" not in text
+    after = {h["name"]: simctl.host_exec(h["name"], f"docker ps -q --filter name={JOB}-p0-0")[1].strip()
+             for h in cluster["hosts"]}
+    assert after == before and any(after.values()), (before, after)  # the prefill pod was not touched
     support.wait_for(lambda: chat_with_key(cluster) == 200, timeout=120, interval=3, what="chat after the roll")
-    again = support.playbook("deploy.yml", cluster["inventory"], cluster["config"], *args, image=NEW_IMAGE)
+    again = playbook("deploy.yml", cluster["inventory"], cluster["config"], *args)
     cluster["outputs"].append(again)
     assert support.recap_changed(again.stdout) == 0, again.stdout[-4000:]
 

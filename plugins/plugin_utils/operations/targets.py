@@ -13,9 +13,16 @@ CA / client certificate / key, as upstream's probe (``examples/deployer/probe/pr
 A target is ``{"url": ..., "tls": None | {"ca_file", "cert_file", "key_file", "passwd_file", "check_hostname"}}``:
 ``passwd_file`` holds the password of an encrypted ``key_file`` (upstream reads it in clear, stripped:
 ``motor/common/http/password_utils.py:45-47``, ``cert_util.py:797-805``); every client of ours reads it the same way.
+
+The paths are those the ``tls_config`` sections name: paths inside the containers (mounted from the hosts), which is
+what the healers, the health checks and verify's affinity probe read. Our clients on the Ansible controller (the
+readiness waits, verify's reads, the roll's drain, the benchmark: the motor_wait and motor_bench actions) read the
+controller's copies instead when the ``motor_tls_*`` variables name them (``controller_tls``, ``CONTROLLER_TLS_VARS``).
 """
 
 from __future__ import annotations
+
+import os
 
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import ROUTES_PATH
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_wait import tls_kwargs
@@ -41,6 +48,66 @@ def tls_settings(plan: dict, check_hostname: bool = True) -> dict:
                       "key_file": cfg.get("key_file") or "", "passwd_file": cfg.get("passwd_file") or "",
                       "check_hostname": bool(check_hostname)}
                      if _enabled(cfg.get("enable_tls")) else None)
+    return out
+
+
+# The controller-side copy of each file of a tls_config section: one variable per field, for every section that is on
+# (mgmt and infer); an unset or empty one leaves the section's own path (the same path on the controller).
+CONTROLLER_TLS_VARS = {"ca_file": "motor_tls_ca_file", "cert_file": "motor_tls_cert_file",
+                       "key_file": "motor_tls_key_file", "passwd_file": "motor_tls_passwd_file"}
+
+
+def controller_tls(tls, variables: dict):
+    """A target's ``tls`` (``tls_settings``' form, or None for plain http) with the files the Ansible controller reads:
+    each field whose ``CONTROLLER_TLS_VARS`` variable is set in ``variables`` takes its value."""
+    if not tls:
+        return tls
+    out = dict(tls)
+    for field, name in CONTROLLER_TLS_VARS.items():
+        value = (variables or {}).get(name)
+        if value not in (None, ""):
+            out[field] = os.path.expanduser(str(value))
+    return out
+
+
+def controller_targets(value, variables: dict):
+    """``value`` (a target, or any list / mapping of them, e.g. motor_wait's arguments) with every ``tls`` mapping in
+    it turned into the controller's (``controller_tls``): the one rule the controller-side actions apply."""
+    if isinstance(value, dict):  # a request's body is data, not targets
+        return {k: controller_tls(v, variables) if k == "tls" and isinstance(v, dict)
+                else v if k == "body" else controller_targets(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [controller_targets(v, variables) for v in value]
+    return value
+
+
+def controller_tls_variables(task_vars: dict, template=None) -> dict:
+    """The ``CONTROLLER_TLS_VARS`` variables of an action's ``task_vars`` (templated by ``template`` when given)."""
+    out = {}
+    for name in CONTROLLER_TLS_VARS.values():
+        value = (task_vars or {}).get(name)
+        out[name] = template(value) if template is not None and value not in (None, "") else value
+    return out
+
+
+def controller_tls_problems(plan: dict, variables: dict, exists=os.path.isfile) -> list:
+    """The TLS files our controller-side clients would open (``tls_settings`` of the sections that are on, through
+    ``controller_tls``) that are no file on the controller (``exists``), each once: found before anything changes,
+    not when a readiness wait cannot connect. A ``passwd_file`` only when its variable names it (upstream takes a
+    missing one for a key that is not encrypted)."""
+    out, seen = [], set()
+    for kind, tls in tls_settings(plan).items():
+        mapped = controller_tls(tls, variables)
+        for field, name in CONTROLLER_TLS_VARS.items():
+            path = (mapped or {}).get(field)
+            named = (variables or {}).get(name) not in (None, "")
+            if not path or (field, path) in seen or (field == "passwd_file" and not named) or exists(path):
+                continue
+            seen.add((field, path))
+            where = name if named else "motor_deploy_config.tls_config.%s.%s" % (SECTIONS[kind], field)
+            out.append("%s: %s is no file on the Ansible controller, whose clients (readiness waits, the roll's drain, "
+                       "verify, benchmark) open it%s" % (where, path, "" if named else (
+                           "; copy it to the controller and name the copy in %s" % name)))
     return out
 
 

@@ -71,9 +71,10 @@ def drain_context(plan: dict) -> dict:
 def roll_drain(plan: dict, instance: dict, members: list, context: dict | None = None) -> dict:
     """How the rolling restart takes engine instance ``instance`` (``diff.reconcile``'s ``rolling`` entry) out of
     the coordinator's routing; ``members``: its plan containers; ``context``: ``drain_context(plan)`` (built here
-    when not given). ``how`` ``del`` (with the coordinator's ``routes`` URL, the ``role`` and pod ``ips`` of the
-    instance, the coordinator's ``refresh`` URL and its ``tls`` files (management TLS, or None), the ``instance`` fields of the event
-    but the id, ``grace_s``), or ``none`` with ``why``."""
+    when not given). ``how`` ``del`` (with the ``routes`` target: the coordinator's ``/metrics?type=dp``, the ``role``
+    and pod ``ips`` of the instance, the ``refresh`` target: its management ``/instances/refresh`` with the
+    management TLS files or None, the ``instance`` fields of the event but the id, ``grace_s``), or ``none`` with
+    ``why``."""
     context = context or drain_context(plan)
     role = instance.get("role") or ""
     job = instance.get("job_name") or ""
@@ -88,10 +89,12 @@ def roll_drain(plan: dict, instance: dict, members: list, context: dict | None =
     if why:
         return {"how": "none", "why": why}
     ips = (context["pods"].get(job) or {}).get("ips") or sorted({c["ip"] for c in members if c.get("ip")})
-    coordinator = dict(targets["coordinator"], url=targets["coordinator"]["url"].rsplit("/", 1)[0] + "/instances/refresh")
-    return {"how": "del", "routes": targets["routes"]["url"], "role": role, "ips": ips,
-            # the refresh target for motor_wait's reads (its TLS client opens an encrypted key with passwd_file)
-            "refresh": coordinator["url"], "tls": coordinator.get("tls") or None,
+    coordinator = targets["coordinator"]
+    # both are motor_wait read targets: one client on the controller for the drain's requests (its TLS files the
+    # controller's, an encrypted key opened with passwd_file, motor_wait's action); "text": the answer's text too
+    return {"how": "del", "routes": dict(targets["routes"], text=True), "role": role, "ips": ips,
+            "refresh": {"url": coordinator["url"].rsplit("/", 1)[0] + "/instances/refresh",
+                        "tls": coordinator.get("tls") or None},
             "instance": {"job_name": job, "model_name": _model_name(plan, role), "role": role},
             "grace_s": DRAIN_GRACE_S}
 

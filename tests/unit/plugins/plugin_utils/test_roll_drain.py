@@ -70,15 +70,17 @@ def test_a_prefill_instance_with_another_one_serving_drains_with_a_del_to_the_co
     (inst, members), = [(i, m) for i, m in rolling(plan) if i["role"] == "prefill"][:1]
     drain = roll_drain.roll_drain(plan, inst, members)
     assert drain["how"] == "del"
-    assert drain["refresh"] == "http://%s:%s/instances/refresh" % (plan["coordinator"]["ip"],
-                                                                   plan["coordinator"]["mgmt_port"])
-    assert drain["routes"] == "http://%s:%s/metrics?type=dp" % (plan["coordinator"]["ip"],
-                                                                plan["coordinator"]["obs_port"])
+    # motor_wait read targets: the controller's one client (roll_drain.yml)
+    coordinator = plan["coordinator"]
+    assert drain["refresh"] == {"url": "http://%s:%s/instances/refresh" % (coordinator["ip"], coordinator["mgmt_port"]),
+                                "tls": None}
+    assert drain["routes"] == {"url": "http://%s:%s/metrics?type=dp" % (coordinator["ip"], coordinator["obs_port"]),
+                               "tls": None, "text": True}
     assert drain["ips"] == sorted({c["ip"] for c in members}) and drain["role"] == "prefill"
     assert drain["instance"] == {"job_name": inst["job_name"], "role": "prefill",
                                  "model_name": plan["containers"][0]["user_config"]["motor_engine_prefill_config"]
                                  ["engine_config"]["served_model_name"]}
-    assert drain["tls"] is None and drain["grace_s"] == roll_drain.DRAIN_GRACE_S
+    assert "tls" not in drain and drain["grace_s"] == roll_drain.DRAIN_GRACE_S
 
 
 def test_the_event_carries_the_id_the_coordinator_lists_at_the_instances_own_hosts_for_every_role():
@@ -126,10 +128,12 @@ def test_with_mgmt_tls_the_del_goes_over_https_with_the_ca_client_certificate_an
     plan = make_plan(mutate=tls)
     inst, members = next((i, m) for i, m in rolling(plan) if i["role"] == "prefill")
     drain = roll_drain.roll_drain(plan, inst, members)
-    assert drain["refresh"].startswith("https://")
+    assert drain["refresh"]["url"].startswith("https://")
     # motor_wait's target TLS options: an encrypted key opens with its passwd_file (ansible.builtin.uri could not)
-    assert drain["tls"] == {"ca_file": "/c/ca.pem", "cert_file": "/c/cert.pem", "key_file": "/c/key.pem",
-                            "passwd_file": "/c/key_pwd.txt", "check_hostname": True}
+    assert drain["refresh"]["tls"] == {"ca_file": "/c/ca.pem", "cert_file": "/c/cert.pem", "key_file": "/c/key.pem",
+                                       "passwd_file": "/c/key_pwd.txt", "check_hostname": True}
+    # upstream's observability port serves plain http whatever tls_config says (observability_server.py:126-135)
+    assert drain["routes"]["url"].startswith("http://") and drain["routes"]["tls"] is None
 
 
 def test_each_instance_of_a_reconciled_prefill_roll_drains():
@@ -195,11 +199,17 @@ def test_roll_instance_drains_before_the_stop_and_only_outside_check_mode():
     assert drain < next(i for i, n in enumerate(names) if n.startswith("Stop the pods"))
     assert "not ansible_check_mode" in tasks[drain]["when"] and "'del'" not in tasks[drain]["when"]
     steps = yaml.safe_load((TASKS / "roll_drain.yml").read_text())
-    # the del goes through motor_wait's reads (a POST: the target has a body), whose TLS client reads passwd_file
-    post = next(t for t in steps if (t.get("pymotor.ascend.motor_wait") or {}).get("reads"))
+    # both requests go through motor_wait's reads (the del a POST: the target has a body): the controller's one
+    # client, which takes the controller's TLS files and reads passwd_file; no ansible.builtin.uri
+    assert not [t["name"] for t in steps if "ansible.builtin.uri" in t]
+    reads = [t for t in steps if (t.get("pymotor.ascend.motor_wait") or {}).get("reads")]
+    assert [list(t["pymotor.ascend.motor_wait"]["reads"]["drain"]) for t in reads] == [["routes"], ["refresh"]]
+    assert reads[0]["pymotor.ascend.motor_wait"]["reads"]["drain"]["routes"] == "{{ motor_service_instance.drain.routes }}"
+    post = reads[1]
     refresh = post["pymotor.ascend.motor_wait"]["reads"]["drain"]["refresh"]
-    assert "'body': motor_service_roll_event" in refresh and "drain.tls" in refresh
+    assert "drain.refresh | combine({'body': motor_service_roll_event})" in refresh
     assert "motor_reconcile_drain_event" in post["vars"]["motor_service_roll_event"]
+    assert "answers.drain.routes.text" in post["vars"]["motor_service_roll_event"]
     assert "answers" in tasks[drain]["vars"]["motor_service_roll_refresh"]  # the coordinator's answer, read after
     assert any("drain.grace_s" in str((t.get("ansible.builtin.pause") or {}).get("seconds")) for t in steps)
 
@@ -227,7 +237,7 @@ def test_a_drained_instance_waits_until_its_engines_hold_no_request_bounded_by_t
     waits = [(t.get("pymotor.ascend.motor_wait") or {}).get("checks") for t in steps]
     idle = next(i for i, checks in enumerate(waits) if "drain.idle" in str(checks))
     assert steps[idle]["failed_when"] is False
-    post = next(i for i, t in enumerate(steps) if (t.get("pymotor.ascend.motor_wait") or {}).get("reads"))
+    post = next(i for i, t in enumerate(steps) if "refresh" in str((t.get("pymotor.ascend.motor_wait") or {}).get("reads")))
     assert post < idle  # after the del; roll_instance.yml stops the pods after roll_drain.yml
 
 
