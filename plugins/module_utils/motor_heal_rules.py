@@ -13,8 +13,8 @@ directory (the healers import it there), so a change of a rule changes their con
 A rule: ``name``; ``agent``; ``watches`` (what it reads); ``condition`` (when it acts); ``action``; ``budget``
 (``settle``: seconds the condition holds in a row; ``backoff``: seconds between actions, by the number of actions
 in the last hour, the last one repeating; ``per_hour``: actions an hour, after which the agent only alarms, or
-None); ``report``: True for a rule that only reports (no action on any container); ``readme``: the start of each row of README's "What heals by itself" table the rule heals (a unit test checks
-both ways).
+None); ``report``: True for a rule that only reports (its agent acts on no container); ``readme``: the start of
+each row of README's "What heals by itself" table the rule heals (a unit test checks both ways).
 """
 
 from __future__ import annotations
