@@ -46,20 +46,37 @@ def find_tool():
     return shutil.which("npu-smi", path=os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/local/bin")
 
 
-def read_health(timeout=30):
-    """(NPU (device) id -> health, error): ``npu-smi info -m`` and ``npu-smi info``, read-only. Where it runs in a
+def _run(tool, args, timeout):
+    """(stdout, error) of ``npu-smi <args>``."""
+    try:
+        proc = subprocess.run([tool] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "", "npu-smi %s: %s" % (" ".join(args), exc)
+    if proc.returncode != 0:
+        return "", "npu-smi %s failed: %s" % (" ".join(args), (proc.stdout + proc.stderr).strip()[:200])
+    return proc.stdout, ""
+
+
+class HealthReader:
+    """Reads (NPU (device) id -> health, error) with ``npu-smi info`` each call, read-only. The NPU/chip -> logic id
+    mapping (``npu-smi info -m``) is read once: it does not change while the devices stay. Where it runs in a
     container it lists that container's NPUs only (the driver shows the devices the container got)."""
-    tool = find_tool()
-    if not tool:
-        return {}, "npu-smi not found"
-    outs = []
-    for args in (["info", "-m"], ["info"]):
-        try:
-            proc = subprocess.run([tool] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  universal_newlines=True, timeout=timeout, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return {}, "npu-smi %s: %s" % (" ".join(args), exc)
-        if proc.returncode != 0:
-            return {}, "npu-smi %s failed: %s" % (" ".join(args), (proc.stdout + proc.stderr).strip()[:200])
-        outs.append(proc.stdout)
-    return parse_npu_smi(outs[0], outs[1]), ""
+
+    def __init__(self, timeout=30):
+        self.timeout = timeout
+        self.mapping = None
+
+    def __call__(self):
+        tool = find_tool()
+        if not tool:
+            return {}, "npu-smi not found"
+        if self.mapping is None:
+            mapping, error = _run(tool, ["info", "-m"], self.timeout)
+            if error:
+                return {}, error
+            self.mapping = mapping
+        info, error = _run(tool, ["info"], self.timeout)
+        if error:
+            return {}, error
+        return parse_npu_smi(self.mapping, info), ""

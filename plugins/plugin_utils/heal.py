@@ -303,7 +303,7 @@ def record_npu_health(path, npus, now, read=None):
     file in the pod's log directory on the host. The pod has its NPUs and the driver's read-only mounts (npu-smi
     lists only the devices of the container it runs in), the host's healer neither. An NPU npu-smi does not list
     is ``absent``. Returns the record."""
-    health, error = (read or npu_smi.read_health)()
+    health, error = (read or npu_smi.HealthReader())()
     record = {"time": now, "npus": {str(n): health.get(str(n), "absent" if not error else "unread") for n in npus},
               "error": error}
     try:
@@ -522,7 +522,7 @@ def main(argv):
     log("watching %s" % ("this engine pod, %s" % config["pod"] if config.get("pod") else
                          "the coordinator and the engine pods of %s" % config.get("instances_file")),
         "settle %s s, interval %s s" % (healer.config["settle"], healer.config["interval"]))
-    npu_read = 0.0
+    npu_read, read_npus = 0.0, npu_smi.HealthReader()
     while True:
         time.sleep(healer.config["interval"])
         try:
@@ -530,7 +530,7 @@ def main(argv):
             now = time.time()
             if config.get("npu_health_file") and now - npu_read >= rules.NPU_READ_EVERY:
                 npu_read = now
-                record_npu_health(config["npu_health_file"], config.get("npus") or [], now)
+                record_npu_health(config["npu_health_file"], config.get("npus") or [], now, read_npus)
         except Exception as exc:  # pylint: disable=broad-except  # a healer that dies heals nothing
             log("round failed", repr(exc))
 

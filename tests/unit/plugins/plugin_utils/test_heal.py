@@ -493,12 +493,13 @@ def standin_npu_smi(tmp_path, monkeypatch, devices=8):
 def test_an_engine_pod_records_its_planned_npus_health_as_npu_smi_reports_it(tmp_path, monkeypatch):
     knob = standin_npu_smi(tmp_path, monkeypatch)
     knob.write_text("2 Alarm\n5 Warning\n")
-    path = tmp_path / NPU_HEALTH_FILE
-    record = heal.record_npu_health(str(path), [2, 3], NOW)
+    path, reader = tmp_path / NPU_HEALTH_FILE, motor_npu_smi.HealthReader()
+    record = heal.record_npu_health(str(path), [2, 3], NOW, reader)
     assert record == {"time": NOW, "npus": {"2": "Alarm", "3": "OK"}, "error": ""}  # its own NPUs only
-    assert json.loads(path.read_text()) == record
-    knob.write_text("")
-    assert heal.record_npu_health(str(path), [2, 3, 9], NOW + 15)["npus"] == {"2": "OK", "3": "OK", "9": "absent"}
+    assert json.loads(path.read_text()) == record and "Chip Logic ID" in reader.mapping  # the mapping, read once
+    knob.write_text("")  # health is read again on every call
+    assert heal.record_npu_health(str(path), [2, 3, 9], NOW + 30, reader)["npus"] == {"2": "OK", "3": "OK",
+                                                                                       "9": "absent"}
 
 
 def test_an_engine_pod_without_npu_smi_records_why():
