@@ -2,10 +2,10 @@
 engine host and a control host, prefix pymotor-hhealer + MOTOR_SIM_PREFIX_SUFFIX): ``docker ps`` shows the health of
 the controller and the coordinator; a frozen coordinator (``docker pause`` in the control host's Docker) is restarted
 by the control host's ``<job>-healer-<host>`` with no command run (its Docker calls through its host's
-``<job>-sockproxy-<host>``), and the job serves again; a deploy re-run then changes nothing and ``status.yml`` shows
-the healer's action; an engine pod's planned NPU that npu-smi reports Alarm is reported by its host's healer (log line,
-metric, status.yml's NPU HEALTH) with no container restarted; from inside the healer a Docker call outside its
-allow-list is answered 403.
+``<job>-sockproxy-<host>``), and the job serves again; a deploy re-run then changes nothing; an engine pod's planned
+NPU that npu-smi reports Alarm is reported by its host's healer (log line, metric, status.yml's NPU HEALTH) with no
+container restarted, and that status.yml run shows the healer's action too; from inside the healer a Docker call
+outside its allow-list is answered 403.
 
 The tests run in file order on one cluster."""
 
@@ -119,13 +119,9 @@ def test_frozen_coordinator_is_restarted_by_the_hosts_healer_without_a_command(c
     print(f"frozen coordinator healed in {took:.0f} s (pause to restarted, ready and answering): {actions[0]}")
 
 
-def test_deploy_rerun_after_the_heal_changes_nothing_and_status_shows_the_action(cluster):
+def test_deploy_rerun_after_the_heal_changes_nothing(cluster):
     result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, image=IMAGE)
     assert recap_changed(result.stdout) == 0, result.stdout[-4000:]
-    status = playbook("status.yml", cluster["inventory"], cluster["config"], image=IMAGE)
-    shown = " ".join(status.stdout.split())  # the YAML callback folds long lines
-    assert f"motor-host-healer: restart {JOB}-coordinator (Docker reports it unhealthy while paused" in shown, \
-        status.stdout[-4000:]
 
 
 def job_containers_started(cluster) -> dict:
@@ -138,10 +134,11 @@ def job_containers_started(cluster) -> dict:
     return out
 
 
-def test_an_unhealthy_planned_npu_is_reported_in_the_log_the_metric_and_status_and_nothing_restarts(cluster):
+def test_an_unhealthy_npu_is_reported_without_a_restart_and_status_shows_it_and_the_heal(cluster):
     """The simulated host's npu-smi reports one planned NPU of an engine pod Alarm (its fault knob, which the pod sees
     through the driver mount as a real NPU's health): the host's healer reports it from the pod's own reading (rule
-    npu_unhealthy), in its log, in motor_npu_unhealthy and in status.yml's NPU HEALTH column, and restarts nothing."""
+    npu_unhealthy), in its log, in motor_npu_unhealthy and in status.yml's NPU HEALTH column, and restarts nothing.
+    The same status.yml run shows the healer's restart of the frozen coordinator (above)."""
     plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
     pod = next(c for c in plan["containers"] if c["role"] == "prefill")
     host, npu, healer = pod["host"], pod["npu_ids"][0], f"{JOB}-healer-{pod['host']}"
@@ -162,6 +159,9 @@ def test_an_unhealthy_planned_npu_is_reported_in_the_log_the_metric_and_status_a
                 f'npu="{npu}"}} 1') in metrics, metrics
         assert metrics.count("} 1") == 1, metrics  # that NPU alone
         status = playbook("status.yml", cluster["inventory"], cluster["config"], image=IMAGE)
+        shown = " ".join(status.stdout.split())  # the YAML callback folds long lines
+        assert f"motor-host-healer: restart {JOB}-coordinator (Docker reports it unhealthy while paused" in shown, \
+            status.stdout[-4000:]
         rows = {f[2]: f for f in (line.split() for line in status.stdout.splitlines())
                 if len(f) > 3 and f[0] in {h["name"] for h in cluster["hosts"]} and f[2].startswith(JOB + "-")}  # the table's rows
         assert rows[pod["name"]][-1] == f"{npu}:Alarm", status.stdout[-4000:]
