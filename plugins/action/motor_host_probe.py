@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.pymotor.ascend.plugins.module_utils import motor_docker, motor_host_probe
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_docker, motor_host_probe, motor_npu_smi
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_arguments import (
     DOCKER_CONNECTION_REQUIRED_TOGETHER,
     HOST_PROBE_ARGUMENT_SPEC,
@@ -20,4 +20,4 @@ class ActionModule(HostScriptAction):
     SPEC = HOST_PROBE_ARGUMENT_SPEC
     REQUIRED_TOGETHER = DOCKER_CONNECTION_REQUIRED_TOGETHER
     ENTRY = (motor_host_probe, "probe")
-    MODULES = (motor_docker, motor_host_probe)
+    MODULES = (motor_docker, motor_npu_smi, motor_host_probe)

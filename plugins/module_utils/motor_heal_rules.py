@@ -13,8 +13,8 @@ directory (the healers import it there), so a change of a rule changes their con
 A rule: ``name``; ``agent``; ``watches`` (what it reads); ``condition`` (when it acts); ``action``; ``budget``
 (``settle``: seconds the condition holds in a row; ``backoff``: seconds between actions, by the number of actions
 in the last hour, the last one repeating; ``per_hour``: actions an hour, after which the agent only alarms, or
-None); ``readme``: the start of each row of README's "What heals by itself" table the rule heals (a unit test checks
-both ways).
+None); ``report``: True for a rule that only reports (its agent acts on no container); ``readme``: the start of
+each row of README's "What heals by itself" table the rule heals (a unit test checks both ways).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ UNROUTED_PASSES = 2
 # after a controller start upstream counts instance ids from 1 and only re-registrations raise the counter
 # (instance_assembler.py:83,306,317,377-378): a fresh registration in this window may reuse a live id
 ID_WINDOW = 60
+# how often every engine pod's healer reads npu-smi's health of its NPUs (one npu-smi run, about 0.1 CPU s on the
+# simulated hosts; the per-host healer reports what it read; nothing acts on it, so no hurry)
+NPU_READ_EVERY = 30
 
 RULES = (
     {"name": "stalled_pod_controller", "agent": "controller",
@@ -74,6 +77,14 @@ RULES = (
      "action": "docker start",
      "budget": {"settle": 0, "backoff": (30, 60, 120, 300), "per_hour": None},
      "readme": ("an engine host rebooted before its `/dev/davinci*` devices exist",)},
+    {"name": "npu_unhealthy", "agent": "host",
+     "watches": "the npu-smi health of every planned NPU of its host, as each engine pod's healer reads it in that pod "
+                "(every %d s; the pod has its NPUs and the driver's read-only mounts, this healer none)" % NPU_READ_EVERY,
+     "condition": "npu-smi reports a planned NPU's health other than OK (Warning, Alarm, Critical, ...)",
+     "action": "report only: a log line when it starts and when it clears, motor_npu_unhealthy in its metrics file, "
+               "the NPU HEALTH column of status.yml; nothing restarts (a restart cannot repair hardware)",
+     "budget": {"settle": 0, "backoff": (0,), "per_hour": None}, "report": True,
+     "readme": ("an NPU's health turns bad while the job serves",)},
     {"name": "kv_registrations", "agent": "kv_watcher",
      "watches": "the KV conductor's GET /services",
      "condition": "the conductor may have restarted (connection broke, unreachable) and lacks registrations the "

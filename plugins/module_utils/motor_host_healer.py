@@ -21,6 +21,13 @@ host only. Every ``interval`` seconds it inspects them and ``decide`` says what 
 Each action is one line on stdout (``docker logs``) and in the state file in the container's log directory (on the
 host): ``<UTC time> motor-host-healer: <action> <container> (<why>; action n in the last hour)``.
 
+It also reports, and never acts on, a planned NPU whose ``npu-smi`` health is not OK (rule ``npu_unhealthy``): it
+has no NPU device and no driver mount itself; every engine pod's healer reads the health of the pod's own NPUs and
+writes it to the pod's log directory (``plugin_utils/heal.py`` ``record_npu_health``), which this healer reads from
+the job's log directory on the host (read-only at ``/host/job-logs``). A change is one line
+(``report NPU <id> of <pod> ...``), the state file keeps every reading (``status.yml``'s NPU HEALTH column), and
+``motor_host_healer.prom`` in its log directory holds ``motor_npu_unhealthy`` (node_exporter's textfile format).
+
 Usage: ``python3 motor_host_healer.py <host_healer.json>``.
 """
 
@@ -29,6 +36,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -44,7 +52,12 @@ except ImportError:  # in the healer container: the collection's motor_docker.py
 
 BACKOFF = rules.rule("unhealthy")["budget"]["backoff"]
 HOUR = rules.HOUR
-DEFAULTS = {"interval": 5, "host_dev": "/host/dev", "keep": 50}
+DEFAULTS = {"interval": 5, "host_dev": "/host/dev", "keep": 50, "job_logs": "", "metrics": "", "host": ""}
+# what every engine pod's healer writes in its log directory (reconcile/healer.py NPU_HEALTH_FILE)
+NPU_HEALTH_FILE = "motor_npu_health.json"
+NPU_DEVICE = re.compile(r"^/dev/davinci(\d+)$")
+HEALTH_WORD = re.compile(r"^[A-Za-z]{1,20}$")  # npu-smi's Health column; anything else in the file is not trusted
+HEALTH_OK = "OK"
 
 
 def _epoch(stamp):
@@ -108,9 +121,75 @@ def missing_device(c, present):
     return "its last start failed (%s) and its devices exist now" % c["error"][:160]
 
 
-# the checks of this agent's rules (motor_heal_rules.rules_of("host")): (action, check(container, present, now))
+def planned_npus(c):
+    """The NPU ids a container maps (``/dev/davinciN`` in its devices: the plan's NPUs of an engine pod)."""
+    return sorted(int(m.group(1)) for m in (NPU_DEVICE.match(d) for d in c["devices"]) if m)
+
+
+def npu_readings(containers, job_logs, load=None):
+    """``{pod: {"time", "npus": {id: health}}}``: what each engine pod's healer last read of its planned NPUs (a pod
+    with no reading yet is left out). Only the planned ids and one word of health are taken from the pod's file."""
+    out = {}
+    for c in containers:
+        npus = planned_npus(c)
+        if not npus or not job_logs:
+            continue
+        record = (load or _load)(os.path.join(job_logs, c["name"], NPU_HEALTH_FILE))
+        read = record.get("npus") if isinstance(record, dict) else None
+        if not isinstance(read, dict):
+            continue
+        health = {}
+        for npu in npus:
+            word = read.get(str(npu))
+            health[str(npu)] = word if isinstance(word, str) and HEALTH_WORD.match(word) else "unreadable"
+        stamp = record.get("time")
+        out[c["name"]] = {"time": stamp if isinstance(stamp, (int, float)) else 0, "npus": health}
+    return out
+
+
+def npu_unhealthy(readings):
+    """Rule ``npu_unhealthy``: ``[(pod, npu, health)]`` of the planned NPUs whose health is not OK (report only)."""
+    return [(pod, npu, health) for pod, reading in sorted(readings.items())
+            for npu, health in sorted(reading["npus"].items(), key=lambda kv: int(kv[0])) if health != HEALTH_OK]
+
+
+def npu_report_lines(before, after, now):
+    """The report lines of what changed between two results of ``npu_unhealthy``: a bad NPU newly seen or with
+    another health, and one healthy again."""
+    old = {(pod, npu): health for pod, npu, health in before}
+    new = {(pod, npu): health for pod, npu, health in after}
+    rule = rules.rule("npu_unhealthy")["name"]
+    lines = []
+    for (pod, npu), health in sorted(new.items()):
+        if old.get((pod, npu)) != health:
+            lines.append(line("report", "NPU %s of %s" % (npu, pod), "npu-smi reports %s; rule %s: nothing is "
+                              "restarted, a restart cannot repair hardware; repair the NPU or leave it out with "
+                              "motor_npu_ids and re-plan" % (health, rule), None, now))
+    for (pod, npu), health in sorted(old.items()):
+        if (pod, npu) not in new:
+            lines.append(line("report", "NPU %s of %s" % (npu, pod), "healthy again: npu-smi no longer reports %s"
+                              % health, None, now))
+    return lines
+
+
+def metrics_text(readings, labels):
+    """``motor_npu_unhealthy`` per planned NPU read (1: its health is not OK; the health a label), in node_exporter's
+    textfile format."""
+    out = ["# HELP motor_npu_unhealthy 1 while npu-smi reports a planned NPU's health other than OK (nothing restarts)",
+           "# TYPE motor_npu_unhealthy gauge"]
+    for pod, reading in sorted(readings.items()):
+        for npu, health in sorted(reading["npus"].items(), key=lambda kv: int(kv[0])):
+            tags = dict(labels, container=pod, npu=npu, health=health)
+            out.append("motor_npu_unhealthy{%s} %d" % (",".join('%s="%s"' % kv for kv in sorted(tags.items())),
+                                                       0 if health == HEALTH_OK else 1))
+    return "\n".join(out) + "\n"
+
+
+# the checks of this agent's rules that act (motor_heal_rules.rules_of("host")): (action, check(container, present,
+# now)); the rules that only report, with theirs (run by round_once: report_npus)
 CHECKS = {"unhealthy": ("restart", lambda c, present, now: unhealthy(c, now)),
           "missing_device": ("start", lambda c, present, now: missing_device(c, present))}
+REPORTS = {"npu_unhealthy": npu_unhealthy}
 
 
 def decide(containers, history, present, now):
@@ -122,6 +201,8 @@ def decide(containers, history, present, now):
     out = []
     for c in containers:
         for rule in rules.rules_of("host"):
+            if rule["name"] in REPORTS:
+                continue
             action, check = CHECKS[rule["name"]]
             why = check(c, present, now)
             if why is None:
@@ -146,7 +227,10 @@ def say(text, stream=None):
 
 
 def line(action, name, why, count, now):
+    """One log line; ``count`` None for a report (no action taken)."""
     stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if count is None:
+        return "%s motor-host-healer: %s %s (%s)" % (stamp, action, name, why)
     return "%s motor-host-healer: %s %s (%s; action %d in the last hour)" % (stamp, action, name, why, count)
 
 
@@ -201,8 +285,38 @@ def round_once(client, config, state, now):
             text = line("failed to " + action, name, "Docker said: %s" % exc, len(times), now)
             say(text)
             lines.append(text)
+    lines += report_npus(config, state, views, now)
     state["actions"] = ((state.get("actions") or []) + lines)[-config["keep"]:]
     return lines
+
+
+def report_npus(config, state, views, now, load=None):
+    """Rule ``npu_unhealthy``, report only: a line per change, every reading in ``state["npu_health"]``
+    (status.yml's NPU HEALTH column) and the metrics file, both rewritten when a reading changed (``state["dirty"]``:
+    the state is to be saved). Returns the lines."""
+    readings = npu_readings(views, config.get("job_logs"), load)
+    previous = state.get("npu_health") or {}
+    lines = npu_report_lines(npu_unhealthy(previous), npu_unhealthy(readings), now)
+    for text in lines:
+        say(text)
+    changed = {p: r["npus"] for p, r in readings.items()} != {p: r.get("npus") for p, r in previous.items()}
+    if changed or not state.get("npu_metrics"):
+        state["npu_health"] = readings
+        state["dirty"] = True
+        if config.get("metrics"):
+            try:
+                _write(config["metrics"], metrics_text(readings, {"job": config["job_id"], "host": config["host"]}))
+                state["npu_metrics"] = True
+            except OSError as exc:
+                say("motor-host-healer: metrics file not written: %s" % exc, sys.stderr)
+    return lines
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
 
 
 def main(argv):
@@ -217,7 +331,8 @@ def main(argv):
         datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), config["job_id"]))
     while True:
         try:
-            if round_once(client, config, state, time.time()):
+            acted = round_once(client, config, state, time.time())
+            if state.pop("dirty", False) or acted:
                 _save(config["state"], state)
         except (DockerError, DockerUnavailable, OSError) as exc:
             say("motor-host-healer: round skipped: %s" % exc, sys.stderr)

@@ -25,6 +25,7 @@ from ansible_collections.pymotor.ascend.plugins.module_utils.motor_docker import
     DockerError,
     DockerUnavailable,
 )
+from ansible_collections.pymotor.ascend.plugins.module_utils.motor_npu_smi import parse_npu_smi
 
 LISTEN = "0A"
 # hccn_tool queries at once (read-only; 3 per NPU: 48 on an A3 host one after the other took seconds)
@@ -171,30 +172,6 @@ def _each(work, items):
         return [work(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(QUERY_THREADS, len(items))) as pool:
         return list(pool.map(work, items))
-
-
-def parse_npu_smi(mapping_out, info_out):
-    """NPU (device) id -> health from `npu-smi info -m` (NPU/chip -> logic id) and `npu-smi info` (pure)."""
-    logic = {}
-    for line in mapping_out.splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and fields[0].isdigit() and fields[1].isdigit() and fields[2].isdigit():
-            logic[(int(fields[0]), int(fields[1]))] = int(fields[2])
-    health = {}
-    first = re.compile(r"^\|\s*(\d+)\s+\S[^|]*\|\s*([A-Za-z]+)\s*\|")
-    second = re.compile(r"^\|\s*(\d+)(?:\s+\d+)?\s*\|\s*[0-9A-Fa-f]{4}:")
-    pending = None
-    for line in info_out.splitlines():
-        match = first.match(line)
-        if match and pending is None:
-            pending = (int(match.group(1)), match.group(2))
-            continue
-        match = second.match(line)
-        if match and pending is not None:
-            npu, state = pending
-            health[str(logic.get((npu, int(match.group(1))), npu))] = state
-        pending = None
-    return health
 
 
 def two_dies_per_npu(mapping_out):

@@ -44,10 +44,12 @@ import urllib.parse
 
 try:  # in the collection (the Ansible controller, unit tests)
     from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules as rules
+    from ansible_collections.pymotor.ascend.plugins.module_utils import motor_npu_smi as npu_smi
     from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import pod_verdict, routed_instances, unrouted
 except ImportError:  # in a container's config directory, next to its copies (reconcile/healer.py)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import motor_heal_rules as rules  # type: ignore[no-redef]
+    import motor_npu_smi as npu_smi  # type: ignore[no-redef]
     from motor_health import pod_verdict, routed_instances, unrouted  # type: ignore[no-redef]
 
 # roles whose live instance makes upstream's coordinator ready (only_prefill is ready; only_decode is not)
@@ -295,6 +297,22 @@ def write_metrics(path, labels, alarm, actions):
         log("metrics file not written", "%s: %s" % (path, exc))
 
 
+def record_npu_health(path, npus, now, read=None):
+    """An engine pod's reading of its planned NPUs' health for its host's healer (rule ``npu_unhealthy`` of
+    ``motor_heal_rules``, which reports and never acts): ``{"time", "npus": {id: health}, "error"}`` in ``path``, a
+    file in the pod's log directory on the host. The pod has its NPUs and the driver's read-only mounts (npu-smi
+    lists only the devices of the container it runs in), the host's healer neither. An NPU npu-smi does not list
+    is ``absent``. Returns the record."""
+    health, error = (read or npu_smi.HealthReader())()
+    record = {"time": now, "npus": {str(n): health.get(str(n), "absent" if not error else "unread") for n in npus},
+              "error": error}
+    try:
+        _save(path, record)
+    except OSError as exc:
+        log("NPU health not recorded", "%s: %s" % (path, exc), now)
+    return record
+
+
 class Healer:
     """The controller's healer (``coordinator``, ``instances_file``) or an engine pod's (``pod``, ``node_manager``,
     ``engines``, ``peers``, ``controller``). Each round it runs its agent's rules of ``motor_heal_rules.RULES`` in the
@@ -504,10 +522,15 @@ def main(argv):
     log("watching %s" % ("this engine pod, %s" % config["pod"] if config.get("pod") else
                          "the coordinator and the engine pods of %s" % config.get("instances_file")),
         "settle %s s, interval %s s" % (healer.config["settle"], healer.config["interval"]))
+    npu_read, read_npus = 0.0, npu_smi.HealthReader()
     while True:
         time.sleep(healer.config["interval"])
         try:
             healer.step()
+            now = time.time()
+            if config.get("npu_health_file") and now - npu_read >= rules.NPU_READ_EVERY:
+                npu_read = now
+                record_npu_health(config["npu_health_file"], config.get("npus") or [], now, read_npus)
         except Exception as exc:  # pylint: disable=broad-except  # a healer that dies heals nothing
             log("round failed", repr(exc))
 

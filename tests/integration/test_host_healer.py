@@ -2,8 +2,10 @@
 engine host and a control host, prefix pymotor-hhealer + MOTOR_SIM_PREFIX_SUFFIX): ``docker ps`` shows the health of
 the controller and the coordinator; a frozen coordinator (``docker pause`` in the control host's Docker) is restarted
 by the control host's ``<job>-healer-<host>`` with no command run (its Docker calls through its host's
-``<job>-sockproxy-<host>``), and the job serves again; a deploy re-run then changes nothing and ``status.yml`` shows
-the healer's action; from inside the healer a Docker call outside its allow-list is answered 403.
+``<job>-sockproxy-<host>``), and the job serves again; a deploy re-run then changes nothing; an engine pod's planned
+NPU that npu-smi reports Alarm is reported by its host's healer (log line, metric, status.yml's NPU HEALTH) with no
+container restarted, and that status.yml run shows the healer's action too; from inside the healer a Docker call
+outside its allow-list is answered 403.
 
 The tests run in file order on one cluster."""
 
@@ -117,13 +119,58 @@ def test_frozen_coordinator_is_restarted_by_the_hosts_healer_without_a_command(c
     print(f"frozen coordinator healed in {took:.0f} s (pause to restarted, ready and answering): {actions[0]}")
 
 
-def test_deploy_rerun_after_the_heal_changes_nothing_and_status_shows_the_action(cluster):
+def test_deploy_rerun_after_the_heal_changes_nothing(cluster):
     result = playbook("deploy.yml", cluster["inventory"], cluster["config"], *FAST, image=IMAGE)
     assert recap_changed(result.stdout) == 0, result.stdout[-4000:]
-    status = playbook("status.yml", cluster["inventory"], cluster["config"], image=IMAGE)
-    shown = " ".join(status.stdout.split())  # the YAML callback folds long lines
-    assert f"motor-host-healer: restart {JOB}-coordinator (Docker reports it unhealthy while paused" in shown, \
-        status.stdout[-4000:]
+
+
+def job_containers_started(cluster) -> dict:
+    """``{container: (restart count, started at)}`` of every container of the job on every host."""
+    out = {}
+    for host in (h["name"] for h in cluster["hosts"]):
+        _, text = simctl.host_exec(host, "docker ps -aq --filter label=io.pymotor.job=%s | xargs -r docker inspect -f "
+                                         "'{{.Name}} {{.RestartCount}} {{.State.StartedAt}}'" % JOB)
+        out.update({f[0].lstrip("/"): (f[1], f[2]) for f in (line.split() for line in text.splitlines()) if len(f) == 3})
+    return out
+
+
+def test_an_unhealthy_npu_is_reported_without_a_restart_and_status_shows_it_and_the_heal(cluster):
+    """The simulated host's npu-smi reports one planned NPU of an engine pod Alarm (its fault knob, which the pod sees
+    through the driver mount as a real NPU's health): the host's healer reports it from the pod's own reading (rule
+    npu_unhealthy), in its log, in motor_npu_unhealthy and in status.yml's NPU HEALTH column, and restarts nothing.
+    The same status.yml run shows the healer's restart of the frozen coordinator (above)."""
+    plan = json.loads((cluster["config"] / "motor_plan.json").read_text())
+    pod = next(c for c in plan["containers"] if c["role"] == "prefill")
+    host, npu, healer = pod["host"], pod["npu_ids"][0], f"{JOB}-healer-{pod['host']}"
+    before = job_containers_started(cluster)
+    assert pod["name"] in before and healer in before, before
+    rc, out = simctl.host_exec(host, f"printf '{npu} Alarm\\n' > /etc/pymotor-sim/unhealthy")
+    assert rc == 0, out
+    start = time.monotonic()
+    try:
+        report = f"motor-host-healer: report NPU {npu} of {pod['name']} (npu-smi reports Alarm; rule npu_unhealthy"
+
+        def reported():
+            return report in simctl.host_exec(host, f"docker logs {healer} 2>&1")[1]
+        wait_for(reported, timeout=90, interval=3, what=f"the healer's report of NPU {npu} of {pod['name']}")
+        took = time.monotonic() - start
+        _, metrics = simctl.host_exec(host, f"cat /var/log/pymotor/{JOB}/{healer}/motor_host_healer.prom")
+        assert (f'motor_npu_unhealthy{{container="{pod["name"]}",health="Alarm",host="{host}",job="{JOB}",'
+                f'npu="{npu}"}} 1') in metrics, metrics
+        assert metrics.count("} 1") == 1, metrics  # that NPU alone
+        status = playbook("status.yml", cluster["inventory"], cluster["config"], image=IMAGE)
+        shown = " ".join(status.stdout.split())  # the YAML callback folds long lines
+        assert f"motor-host-healer: restart {JOB}-coordinator (Docker reports it unhealthy while paused" in shown, \
+            status.stdout[-4000:]
+        rows = {f[2]: f for f in (line.split() for line in status.stdout.splitlines())
+                if len(f) > 3 and f[0] in {h["name"] for h in cluster["hosts"]} and f[2].startswith(JOB + "-")}  # the table's rows
+        assert rows[pod["name"]][-1] == f"{npu}:Alarm", status.stdout[-4000:]
+        engines = [f for f in rows.values() if f[1] in ("prefill", "decode") and f[2] != pod["name"]]
+        assert engines and all(f[-1] == "OK" for f in engines), status.stdout[-4000:]  # the other NPUs read OK
+        assert job_containers_started(cluster) == before  # report only: no container restarted
+        print(f"unhealthy NPU {npu} of {pod['name']} reported {took:.0f} s after the fault")
+    finally:
+        simctl.host_exec(host, "rm -f /etc/pymotor-sim/unhealthy")
 
 
 # From inside the healer, straight at the socket it is given: one of its calls, then two outside its allow-list.

@@ -186,7 +186,11 @@ def healthy_report(plan):
 
 def status_rows():
     plan = plan_of()
-    return FILTERS["motor_ops_status_rows"]({"npu-a2-01": [inspected_prefill(plan)]}, "2026-01-01T02:03:00+00:00")
+    info = inspected_prefill(plan)
+    pod = info["Config"]["Labels"][CONTAINER_LABEL]
+    # what the host's healer last read of the pod's NPUs (its state file's npu_health)
+    reading = {"npu-a2-01": {pod: {"time": 0, "npus": {str(n): "OK" for n in range(4)}}}}
+    return FILTERS["motor_ops_status_rows"]({"npu-a2-01": [info]}, "2026-01-01T02:03:00+00:00", reading)
 
 
 def precheck():

@@ -43,6 +43,9 @@ REGISTRATIONS_METRIC = "motor_kv_conductor_registrations"
 # the controller's healer writes it to motor_healer.prom in the controller's log directory (plugin_utils/heal.py
 # write_metrics; node_exporter's textfile collector exports it): 1 while a rule holds and its restart budget is spent
 HEALER_ALARM_METRIC = "motor_healer_alarm"
+# every host's healer writes it to motor_host_healer.prom in its log directory (module_utils/motor_host_healer.py,
+# rule npu_unhealthy): 1 while npu-smi reports a planned NPU's health other than OK; nothing restarts for it
+NPU_UNHEALTHY_METRIC = "motor_npu_unhealthy"
 DEFAULTS = {
     "scrape_interval": "15s",
     "hit_ratio_min": 0.3,  # prefix-cache hit ratio of the publishing role below this ...
@@ -188,6 +191,12 @@ def alert_rules(plan: dict, settings: dict | None = None) -> dict:
         "alarms instead of restarting",
         "Read its line (docker logs {{ $labels.container }} | grep motor-healer), run %s, then %s (docs/design.md, "
         "'A budget, then alarms')" % (run % "status", run % "deploy")))
+    rules.append(_rule(
+        "MotorNpuUnhealthy", "%s{%s} > 0" % (NPU_UNHEALTHY_METRIC, sel), "0m", "critical",
+        "npu-smi reports NPU {{ $labels.npu }} of {{ $labels.container }} on {{ $labels.host }} {{ $labels.health }}: "
+        "no healer restarts anything for it",
+        "Read npu-smi info -t health -i <card> on the host; repair the NPU, or leave it out with motor_npu_ids and run "
+        "%s (its precheck refuses an NPU in Alarm or Critical)" % (run % "deploy")))
     return {"groups": [{"name": "pymotor-%s" % job, "rules": rules}]}
 
 

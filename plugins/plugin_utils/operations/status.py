@@ -93,7 +93,20 @@ def container_row(host: str, info: dict, now=None) -> dict:
 
 STATUS_COLUMNS = [("host", "HOST"), ("role", "ROLE"), ("container", "CONTAINER"), ("state", "STATE"),
                   ("health", "HEALTH"), ("uptime", "UPTIME"), ("restarts", "RESTARTS"), ("image_name", "IMAGE"),
-                  ("ports", "PORTS"), ("npus", "NPUS")]
+                  ("ports", "PORTS"), ("npus", "NPUS"), ("npu_health", "NPU HEALTH")]
+
+
+def npu_health_shown(npus, reading) -> str:
+    """The NPU HEALTH cell of a container: ``OK`` when npu-smi reports every planned NPU OK, else ``<id>:<health>``
+    of each one that is not (what its host's healer last read, rule ``npu_unhealthy``); ``-`` not read yet; empty
+    without NPUs."""
+    if not npus:
+        return ""
+    health = (reading or {}).get("npus") if isinstance(reading, dict) else None
+    if not isinstance(health, dict) or not health:
+        return "-"
+    bad = ["%s:%s" % (npu, state) for npu, state in sorted(health.items(), key=lambda kv: int(kv[0])) if state != "OK"]
+    return ",".join(bad) or "OK"
 
 
 def image_shown(info: dict) -> str:
@@ -108,9 +121,17 @@ def image_shown(info: dict) -> str:
     return name or short or "-"
 
 
-def status_rows(per_host: dict, now=None) -> list:
-    """``{host: [inspect, ...]}`` -> rows sorted by role order, then container name."""
-    rows = [container_row(host, info, now) for host, infos in (per_host or {}).items() for info in infos or []]
+def status_rows(per_host: dict, now=None, npu_health=None) -> list:
+    """``{host: [inspect, ...]}`` -> rows sorted by role order, then container name. ``npu_health``: ``{host:
+    {container: {"npus": {id: health}}}}``, the readings of each host's healer (its state file's ``npu_health``)."""
+    rows = []
+    for host, infos in (per_host or {}).items():
+        readings = ((npu_health or {}).get(host) or {}) if isinstance(npu_health, dict) else {}
+        for info in infos or []:
+            row = container_row(host, info, now)
+            row["npu_health"] = npu_health_shown(row["npus"], readings.get(row["container"]) if isinstance(
+                readings, dict) else None)
+            rows.append(row)
     return sorted(rows, key=lambda r: (ROLE_ORDER.get(r["role"], 9), natural_key(r["container"]), r["host"]))
 
 

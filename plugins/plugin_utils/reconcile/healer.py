@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules, motor_health
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules, motor_health, motor_npu_smi
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
@@ -25,6 +25,9 @@ HEALER_CONFIG = "healer.json"
 HEALER_INSTANCES = "healer_instances.json"
 HEALER_RULE = "motor_health.py"  # pod_verdict, the readiness wait's rule, next to the script (heal.py imports it)
 HEALER_RULES = "motor_heal_rules.py"  # the table of healing rules (heal.py imports it)
+HEALER_NPU_SMI = "motor_npu_smi.py"  # npu-smi's health, read as the precheck reads it (heal.py imports it)
+# in each engine pod's log directory: its NPUs' health as it read it, for its host's healer (rule npu_unhealthy)
+NPU_HEALTH_FILE = "motor_npu_health.json"
 HEALER_METRICS = "motor_healer.prom"  # in the controller's log directory: motor_healer_alarm (node_exporter textfile)
 HEALER_BLOCK = """# healer_begin (pymotor.ascend: the healer of this container, docs/design.md of the collection)
 python3 -u "$CONFIGMAP_PATH/%s" "$CONFIGMAP_PATH/%s" &
@@ -46,12 +49,15 @@ def _read(module) -> str:
 
 
 def _pods(plan: dict) -> dict:
-    """``{engine pod: {"instance", "role", "node_manager": target, "engines": [targets]}}``."""
+    """``{engine pod: {"instance", "role", "node_manager": target, "engines": [targets], "npus", "log_path"}}``."""
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import log_path  # noqa: PLC0415 (cycle)
+
     targets = service_targets(plan)
     out = {}
     for c in plan.get("containers") or []:
         if c.get("tier") == 2 and c["name"] in targets["node_managers"]:
-            out[c["name"]] = {"instance": c["job_name"], "role": c["role"],
+            out[c["name"]] = {"instance": c["job_name"], "role": c["role"], "npus": list(c.get("npu_ids") or []),
+                              "log_path": log_path(c),
                               "node_manager": targets["node_managers"][c["name"]],
                               "engines": [t for key, t in sorted(targets["engines"].items())
                                           if key.rsplit("/", 1)[0] == c["name"]]}
@@ -66,7 +72,8 @@ def healer_files(plan: dict) -> dict:
         return {}
     from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import log_path  # noqa: PLC0415 (cycle)
 
-    code = {HEALER_SCRIPT: _read(heal), HEALER_RULE: _read(motor_health), HEALER_RULES: _read(motor_heal_rules)}
+    code = {HEALER_SCRIPT: _read(heal), HEALER_RULE: _read(motor_health), HEALER_RULES: _read(motor_heal_rules),
+            HEALER_NPU_SMI: _read(motor_npu_smi)}
     targets = service_targets(plan)
     config = dict(heal.DEFAULTS, coordinator=targets["coordinator"],
                   instances_file="%s/%s" % (controller["configmap_path"], HEALER_INSTANCES),
@@ -82,7 +89,8 @@ def healer_files(plan: dict) -> dict:
                  for other, p in sorted(pods.items()) if other != name and p["instance"] == pod["instance"]}
         config = dict(heal.DEFAULTS, settle=heal.POD_SETTLE, hold=heal.POD_HOLD, pod=name,
                       node_manager=pod["node_manager"], engines=pod["engines"], peers=peers,
-                      controller=targets["controller"])
+                      controller=targets["controller"], npus=pod["npus"],
+                      npu_health_file="%s/%s" % (pod["log_path"], NPU_HEALTH_FILE))
         out[name] = dict(code, **{HEALER_CONFIG: _text(config)})
     return out
 

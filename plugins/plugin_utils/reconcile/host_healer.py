@@ -11,7 +11,9 @@ the host's Docker socket, the socket it serves); all count in their config hashe
 Docker unix socket; it serves the healer's calls (and nothing else) on a unix socket in a host directory that only
 the two mount (``<log_root>/<job_id>/<proxy>-socket``: the proxy read-write, the healer read-only, so the healer can
 connect but not replace the socket). The healer also gets the host's ``/dev`` read-only at ``/host/dev`` (it only
-checks that the NPU devices exist; without them in its device list the cgroup lets it open none). Both: no
+checks that the NPU devices exist; without them in its device list the cgroup lets it open none) and the job's log
+directory read-only at ``/host/job-logs`` (where every engine pod's healer writes the npu-smi health of its NPUs:
+the healer reports, rule ``npu_unhealthy``, it never reads npu-smi itself). Both: no
 capability, no new privileges, a read-only root filesystem, no port. The healer's state file is in its log
 directory on the host (``<log_root>/<job_id>/<container>/``)."""
 
@@ -41,7 +43,10 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 PROXY_DIR = "/run/motor-docker"
 PROXY_SOCKET = PROXY_DIR + "/docker.sock"
 HOST_DEV = "/host/dev"
+# the job's log directory on the host, read-only: each engine pod's NPU health reading (rule npu_unhealthy)
+JOB_LOGS = "/host/job-logs"
 STATE_FILE = "host_healer_state.json"
+METRICS_FILE = "motor_host_healer.prom"  # motor_npu_unhealthy (node_exporter's textfile format)
 
 
 def _read(module) -> str:
@@ -64,7 +69,8 @@ def host_healer_files(plan: dict) -> dict:
                               SOCKPROXY_CONFIG: json.dumps(config, indent=2, sort_keys=True) + "\n"}
         if c.get("role") != HOST_HEALER_ROLE:
             continue
-        config = {"job_id": plan["job_id"], "self": c["name"], "host_dev": HOST_DEV,
+        config = {"job_id": plan["job_id"], "self": c["name"], "host": c["host"], "host_dev": HOST_DEV,
+                  "job_logs": JOB_LOGS, "metrics": "%s/%s" % (CONTAINER_LOG_PATH, METRICS_FILE),
                   "docker_host": "unix://" + PROXY_SOCKET, "state": "%s/%s" % (CONTAINER_LOG_PATH, STATE_FILE),
                   "interval": motor_host_healer.DEFAULTS["interval"], "keep": motor_host_healer.DEFAULTS["keep"]}
         out[c["name"]] = {HOST_HEALER_SCRIPT: _read(motor_host_healer), "motor_docker.py": _read(motor_docker),
@@ -80,7 +86,8 @@ def host_healer_options(container: dict, log_root: str, job_id: str) -> dict:
         volumes = ["%s:%s:rw" % (DOCKER_SOCKET, DOCKER_SOCKET),
                    "%s:%s:rw" % (socket_dir(container, log_root, job_id), PROXY_DIR)]
     elif container.get("role") == HOST_HEALER_ROLE:
-        volumes = ["%s:%s:ro" % (socket_dir(container, log_root, job_id), PROXY_DIR), "/dev:%s:ro" % HOST_DEV]
+        volumes = ["%s:%s:ro" % (socket_dir(container, log_root, job_id), PROXY_DIR), "/dev:%s:ro" % HOST_DEV,
+                   "%s/%s:%s:ro" % (str(log_root).rstrip("/"), job_id, JOB_LOGS)]
     else:
         return {}
     return {"volumes": volumes, "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "read_only": True}

@@ -165,12 +165,16 @@ def test_one_healer_and_one_socket_proxy_per_host_no_capability_and_their_files(
     # the healer: the proxy's directory read-only (it can connect, not replace the socket), never Docker's socket
     spec, host = host_config(by_name["mindie-motor-healer-h1"])
     assert shared + ":/run/motor-docker:ro" in host["Binds"] and "/dev:/host/dev:ro" in host["Binds"]
+    # the job's log directory, read-only: the engine pods' NPU health readings (rule npu_unhealthy); no device
+    assert "/var/log/pymotor/mindie-motor:/host/job-logs:ro" in host["Binds"]
     assert not any("docker.sock" in bind for bind in host["Binds"])
     assert spec["command"][-1].endswith("/" + HOST_HEALER_CONFIG)
     healer_files = files["mindie-motor-healer-h1"]
     assert set(healer_files) == {HOST_HEALER_SCRIPT, "motor_docker.py", "motor_heal_rules.py", HOST_HEALER_CONFIG}
     config = json.loads(healer_files[HOST_HEALER_CONFIG])
     assert config["self"] == "mindie-motor-healer-h1" and config["docker_host"] == "unix:///run/motor-docker/docker.sock"
+    assert config["host"] == "h1" and config["job_logs"] == "/host/job-logs"
+    assert config["metrics"].endswith("/motor_host_healer.prom")
     # the proxy: Docker's socket and the shared directory, its script and config
     spec, host = host_config(by_name["mindie-motor-sockproxy-h1"])
     assert "/var/run/docker.sock:/var/run/docker.sock:rw" in host["Binds"]
@@ -199,5 +203,60 @@ def test_the_healer_script_runs_alone_with_its_docker_client(tmp_path):
 def test_the_host_healer_runs_the_host_rules_of_the_table():
     from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules as rules  # noqa: PLC0415
 
-    assert set(mh.CHECKS) == {r["name"] for r in rules.rules_of("host")}
+    assert set(mh.CHECKS) | set(mh.REPORTS) == {r["name"] for r in rules.rules_of("host")}
+    assert not set(mh.CHECKS) & set(mh.REPORTS)
+    assert all(r.get("report") for r in rules.rules_of("host") if r["name"] in mh.REPORTS)
     assert mh.BACKOFF == rules.rule("unhealthy")["budget"]["backoff"]
+
+
+# Rule npu_unhealthy: report only. An engine pod (its NPUs in its devices) and what its healer wrote in its log dir.
+def engine_pod(name="job-p0-0", npus=(2, 3)):
+    return {"Name": "/" + name, "State": {"Status": "running", "StartedAt": "2027-01-15T08:00:00Z"},
+            "HostConfig": {"Devices": [{"PathOnHost": "/dev/davinci%d" % n} for n in npus]
+                           + [{"PathOnHost": "/dev/davinci_manager"}]}}
+
+
+def write_reading(job_logs, pod, npus, when=NOW):
+    (job_logs / pod).mkdir(parents=True, exist_ok=True)
+    (job_logs / pod / mh.NPU_HEALTH_FILE).write_text(json.dumps({"time": when, "npus": npus, "error": ""}))
+
+
+def test_npu_readings_take_the_planned_npus_and_one_word_of_health_only(tmp_path):
+    views = [mh.view(engine_pod(), {}), mh.view(engine_pod("job-coordinator", ()), {}), mh.view(engine_pod("job-p1-0"), {})]
+    write_reading(tmp_path, "job-p0-0", {"2": "Alarm", "3": "OK", "7": "Critical"})
+    write_reading(tmp_path, "job-coordinator", {"0": "Critical"})  # no NPU planned: never read
+    write_reading(tmp_path, "job-p1-0", {"2": 'OK"} 1\nfake{a="', "3": "Warning"})  # a pod's file is not trusted
+    readings = mh.npu_readings(views, str(tmp_path))
+    assert readings == {"job-p0-0": {"time": NOW, "npus": {"2": "Alarm", "3": "OK"}},
+                        "job-p1-0": {"time": NOW, "npus": {"2": "unreadable", "3": "Warning"}}}
+    assert mh.npu_unhealthy(readings) == [("job-p0-0", "2", "Alarm"), ("job-p1-0", "2", "unreadable"),
+                                          ("job-p1-0", "3", "Warning")]
+    assert mh.npu_readings(views, "") == {}  # no job log directory: nothing read
+
+
+def test_an_unhealthy_npu_is_reported_once_with_its_metric_and_nothing_restarts(tmp_path, capsys):
+    job_logs, own = tmp_path / "job", tmp_path / "own"
+    own.mkdir()
+    docker = FakeDocker({"job-p0-0": engine_pod()})
+    config = dict(mh.DEFAULTS, job_id="job", self="job-healer-h1", host="h1", host_dev=str(tmp_path),
+                  job_logs=str(job_logs), metrics=str(own / "motor_host_healer.prom"))
+    state = {}
+    write_reading(job_logs, "job-p0-0", {"2": "OK", "3": "OK"})
+    assert mh.round_once(docker, config, state, NOW) == [] and state.pop("dirty") is True  # first reading: saved
+    assert state["npu_health"]["job-p0-0"]["npus"] == {"2": "OK", "3": "OK"}
+    assert 'motor_npu_unhealthy{container="job-p0-0",health="OK",host="h1",job="job",npu="2"} 0' in (
+        own / "motor_host_healer.prom").read_text()
+    write_reading(job_logs, "job-p0-0", {"2": "Alarm", "3": "OK"})
+    lines = mh.round_once(docker, config, state, NOW + 5)
+    assert len(lines) == 1 and "motor-host-healer: report NPU 2 of job-p0-0 (npu-smi reports Alarm; " in lines[0]
+    assert "rule npu_unhealthy: nothing is restarted" in lines[0] and "action" not in lines[0]
+    assert capsys.readouterr().out.strip() == lines[0] and state["actions"] == lines and state.pop("dirty")
+    metrics = (own / "motor_host_healer.prom").read_text()
+    assert 'motor_npu_unhealthy{container="job-p0-0",health="Alarm",host="h1",job="job",npu="2"} 1' in metrics
+    assert 'npu="3"} 0' in metrics
+    assert mh.round_once(docker, config, state, NOW + 10) == [] and "dirty" not in state  # no change: no line
+    write_reading(job_logs, "job-p0-0", {"2": "OK", "3": "OK"})
+    lines = mh.round_once(docker, config, state, NOW + 15)
+    assert len(lines) == 1 and "report NPU 2 of job-p0-0 (healthy again: npu-smi no longer reports Alarm)" in lines[0]
+    assert docker.calls == []  # report only: no restart, no start
+    assert "} 1" not in (own / "motor_host_healer.prom").read_text()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules as rules
+from ansible_collections.pymotor.ascend.plugins.module_utils import motor_npu_smi
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.monitoring import HEALER_ALARM_METRIC
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
@@ -19,7 +20,9 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.healer im
     HEALER_BLOCK,
     HEALER_CONFIG,
     HEALER_INSTANCES,
+    HEALER_NPU_SMI,
     HEALER_RULE,
+    NPU_HEALTH_FILE,
     HEALER_SCRIPT,
     healer_files,
     with_instances,
@@ -171,6 +174,11 @@ def test_controller_config_directory_gets_the_healer_and_boot_starts_it():
         assert config["pod"] == pod and config["settle"] == heal.POD_SETTLE and config["hold"] == heal.POD_HOLD
         assert config["node_manager"] == pods[pod]["node_manager"] and config["engines"] == pods[pod]["engines"]
         assert maps[pod]["prepend"]["boot.sh"].startswith(HEALER_BLOCK)
+        # and reads its planned NPUs' npu-smi health into its log directory, for its host's healer (report only)
+        planned = next(c for c in plan["containers"] if c["name"] == pod)
+        assert config["npus"] == planned["npu_ids"] and config["npus"]
+        assert config["npu_health_file"] == "/root/ascend/log/" + NPU_HEALTH_FILE
+        assert files[pod][HEALER_NPU_SMI] == Path(motor_npu_smi.__file__).read_text()
     assert all(not m["prepend"] for name, m in maps.items() if name != controller and name not in engine_pods)
 
 
@@ -462,3 +470,38 @@ def test_a_pod_does_not_restart_in_the_id_window_after_a_controller_start(tmp_pa
     clock[0] = 5.0 + rules.ID_WINDOW
     assert h.step() and acted == [clock[0]]  # stalled since 0, settled long ago: acts once the window closed
     assert "freeze" in capsys.readouterr().out
+
+
+NOW = 1_800_000_000.0
+STANDIN_NPU_SMI = Path(__file__).resolve().parents[3] / "sim/host/rootfs/usr/local/lib/pymotor-sim/npu-smi.in"
+
+
+def standin_npu_smi(tmp_path, monkeypatch, devices=8):
+    """The simulated hosts' npu-smi on PATH, over a /dev of ``devices`` NPUs and its fault knob under ``tmp_path``."""
+    dev, tool = tmp_path / "dev", tmp_path / "bin" / "npu-smi"
+    dev.mkdir()
+    tool.parent.mkdir()
+    for i in range(devices):
+        (dev / ("davinci%d" % i)).touch()
+    text = STANDIN_NPU_SMI.read_text().replace("@HARDWARE@", "800I_A2").replace("ls /dev 2>", "ls %s 2>" % dev)
+    tool.write_text(text.replace("/usr/local/Ascend/driver/pymotor-sim/unhealthy", str(tmp_path / "unhealthy")))
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % tool.parent)
+    return tmp_path / "unhealthy"
+
+
+def test_an_engine_pod_records_its_planned_npus_health_as_npu_smi_reports_it(tmp_path, monkeypatch):
+    knob = standin_npu_smi(tmp_path, monkeypatch)
+    knob.write_text("2 Alarm\n5 Warning\n")
+    path, reader = tmp_path / NPU_HEALTH_FILE, motor_npu_smi.HealthReader()
+    record = heal.record_npu_health(str(path), [2, 3], NOW, reader)
+    assert record == {"time": NOW, "npus": {"2": "Alarm", "3": "OK"}, "error": ""}  # its own NPUs only
+    assert json.loads(path.read_text()) == record and "Chip Logic ID" in reader.mapping  # the mapping, read once
+    knob.write_text("")  # health is read again on every call
+    again = heal.record_npu_health(str(path), [2, 3, 9], NOW + 30, reader)
+    assert again["npus"] == {"2": "OK", "3": "OK", "9": "absent"}
+
+
+def test_an_engine_pod_without_npu_smi_records_why():
+    record = heal.record_npu_health("/nonexistent/dir/x.json", [0], NOW, read=lambda: ({}, "npu-smi not found"))
+    assert record["npus"] == {"0": "unread"} and record["error"] == "npu-smi not found"

@@ -21,6 +21,7 @@ from ansible_collections.pymotor.ascend.plugins.module_utils import (
     motor_configmap,
     motor_docker,
     motor_host_probe,
+    motor_npu_smi,
     motor_start,
 )
 from ansible_collections.pymotor.ascend.plugins.module_utils.motor_arguments import (
@@ -33,7 +34,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils import host_script
 
 from ...ansible_cli import REPO, ansible_env
 
-PROBE = dict(spec=HOST_PROBE_ARGUMENT_SPEC, entry=(motor_host_probe, "probe"), modules=(motor_docker, motor_host_probe),
+PROBE = dict(spec=HOST_PROBE_ARGUMENT_SPEC, entry=(motor_host_probe, "probe"),
+             modules=(motor_docker, motor_npu_smi, motor_host_probe),
              required_together=DOCKER_CONNECTION_REQUIRED_TOGETHER)
 CONTAINERS = dict(spec=CONTAINERS_ARGUMENT_SPEC, entry=(motor_start, "apply"), modules=(motor_docker, motor_configmap, motor_start),
                   required_together=DOCKER_CONNECTION_REQUIRED_TOGETHER)

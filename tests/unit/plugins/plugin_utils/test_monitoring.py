@@ -103,7 +103,7 @@ def test_rules_follow_the_plan():
     names = [r.get("alert") for r in alert_rules(affinity_plan())["groups"][0]["rules"] if "alert" in r]
     assert names == ["MotorCoordinatorNotReady", "MotorEngineEndpointDown", "MotorKVRegistrationsMissing",
                      "MotorPrefixCacheHitRatioLow", "MotorPrefillLoadImbalance", "MotorContainerRestarting",
-                     "MotorHealerBudgetSpent"]
+                     "MotorHealerBudgetSpent", "MotorNpuUnhealthy"]
     for rule in alert_rules(affinity_plan())["groups"][0]["rules"]:
         if "alert" in rule:
             assert rule["annotations"]["summary"] and "playbooks/" in rule["annotations"]["runbook"]
@@ -153,6 +153,8 @@ P0 = {"job": "job", "role": "prefill", "instance": "job-p0", "pod": "job-p0-0", 
 P1 = dict(P0, instance="job-p1", pod="job-p1-0", host="e2")
 COORD = {"job": "job", "role": "coordinator", "instance": "job-coordinator", "pod": "job-coordinator", "host": "c1"}
 HEALER = {"job": "job", "container": "job-controller", "rule": "lost_add"}
+NPU = {"job": "job", "host": "e1", "container": "job-p0-0", "npu": "2", "health": "Alarm"}
+NPU_OK = dict(NPU, npu="3", health="OK")
 WATCHER = {"job": "job", "role": "kv_conductor", "instance": "job-kv-watcher", "pod": "job-kv-watcher", "host": "c1"}
 
 
@@ -209,6 +211,10 @@ def rule_cases():
         case("MotorHealerBudgetSpent", "5m", [series("motor_healer_alarm", HEALER, "0 0 1 1 1 1 1")],
              [dict(HEALER, severity="critical")]),
         case("MotorHealerBudgetSpent", "5m", [series("motor_healer_alarm", HEALER, "0 1 1 0 0 0 0")], []),
+        case("MotorNpuUnhealthy", "5m", [series("motor_npu_unhealthy", NPU, "1x10"),
+                                         series("motor_npu_unhealthy", NPU_OK, "0x10")],
+             [dict(NPU, severity="critical")]),
+        case("MotorNpuUnhealthy", "5m", [series("motor_npu_unhealthy", NPU_OK, "0x10")], []),
     ]
 
 

@@ -181,12 +181,26 @@ def test_status_rows_and_table():
     assert rows[0]["state"] == "exited" and rows[0]["uptime"] == ""
     table = status_table(rows)
     assert table.splitlines()[0].split() == ["HOST", "ROLE", "CONTAINER", "STATE", "HEALTH", "UPTIME", "RESTARTS",
-                                             "IMAGE", "PORTS", "NPUS"]
+                                             "IMAGE", "PORTS", "NPUS", "NPU", "HEALTH"]
     # which image each container runs (name and id: during a roll one tag may name two images) and its health
     assert table.splitlines()[3].split()[:9] == ["h1", "prefill", "j-p0-0", "running", "healthy", "1h2m", "2",
                                                  "site/pymotor:2", "(0123456789ab)"]
     assert rows[0]["health"] == "-" and rows[0]["image_name"] == "-"
+    assert rows[1]["npu_health"] == "-" and rows[0]["npu_health"] == ""  # not read yet; no NPU
     assert status_table([]) == "no container of this job on the hosts"
+
+
+def test_status_shows_the_npu_health_each_hosts_healer_last_read():
+    info = {"Name": "/j-p0-0", "State": {"Running": True, "Status": "running"},
+            "Config": {"Labels": {"io.pymotor.role": "prefill", "io.pymotor.container": "j-p0-0"}},
+            "HostConfig": {"Devices": [{"PathOnHost": "/dev/davinci%d" % n} for n in (2, 3, 10)]}}
+    other = dict(info, Name="/j-d0-0", Config={"Labels": {"io.pymotor.role": "decode", "io.pymotor.container": "j-d0-0"}})
+    read = {"h1": {"j-p0-0": {"time": 1, "npus": {"10": "Critical", "2": "Alarm", "3": "OK"}},
+                   "j-d0-0": {"time": 1, "npus": {"4": "OK"}}}}
+    rows = {r["container"]: r for r in status_rows({"h1": [info, other]}, npu_health=read)}
+    assert rows["j-p0-0"]["npu_health"] == "2:Alarm,10:Critical" and rows["j-d0-0"]["npu_health"] == "OK"
+    assert "2:Alarm,10:Critical" in status_table(list(rows.values()))
+    assert status_rows({"h1": [info]}, npu_health={"h2": read["h1"]})[0]["npu_health"] == "-"  # another host's
 
 
 def test_status_lists_the_conductors_registrations_per_pod():

@@ -86,8 +86,18 @@ remove_ascend_surface() {
     /etc/hccn.conf /etc/ascend_install.info
 }
 
+# The fault knobs (/etc/pymotor-sim) of a host with NPUs live in the driver directory, which engine containers get
+# mounted: npu-smi bind-mounted there reads the same NPU health as on the host (npu-smi.in).
+knobs_in_driver() {
+  [ -L /etc/pymotor-sim ] && return 0
+  mkdir -p /usr/local/Ascend/driver/pymotor-sim
+  if [ -d /etc/pymotor-sim ]; then cp -a /etc/pymotor-sim/. /usr/local/Ascend/driver/pymotor-sim/ && rm -rf /etc/pymotor-sim; fi
+  ln -s /usr/local/Ascend/driver/pymotor-sim /etc/pymotor-sim
+}
+
 count=$(npu_count)
 rename_nic
+if [ "$count" -gt 0 ]; then knobs_in_driver; fi
 mkdir -p /etc/pymotor-sim
 echo "$SIM_HARDWARE" >/etc/pymotor-sim/hardware
 if [ "$count" -gt 0 ]; then
