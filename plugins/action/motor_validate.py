@@ -109,7 +109,10 @@ class ActionModule(EntryPoint):
                                err.warnings)
         # a valid configuration: the inventory is judged by the plan's own host rules (plan/hosts.py) here too, so
         # validate.yml -i <inventory> refuses what plan.yml would
-        problems = self.inventory_problems(args, task_vars, self.host_views(task_vars), config.get("hardware_type"))
+        views = self.host_views(task_vars)
+        problems = self.inventory_problems(args, task_vars, views, config.get("hardware_type"))
+        if args["check_inventory"]:  # master/standby's contract (two control hosts, motor_vip) before any change
+            problems += self.standby_problems(task_vars, views, user_config)
         if problems:
             return self.failed(problems, config.get("warnings") or [])
         return dict(self.facts(motor_normalized_config=config), summary=config_summary(config), keys_checked=checked)
