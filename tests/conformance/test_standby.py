@@ -146,7 +146,7 @@ def replica_readiness(c: Cluster, role: str) -> dict:
 
 
 def master_host(c: Cluster, role: str) -> str | None:
-    masters = [host for host, (status, _) in replica_readiness(c, role).items() if status == 200]
+    masters = [host for host, answer in replica_readiness(c, role).items() if answer[0] == 200]
     return masters[0] if len(masters) == 1 else None
 
 
@@ -161,7 +161,7 @@ def test_deploy_runs_etcd_the_vip_and_both_replicas(cluster):
     assert plan["controller"]["ip"] == plan["coordinator"]["ip"] == cluster.vip
     for role in ("controller", "coordinator"):
         answers = replica_readiness(cluster, role)
-        statuses = sorted(status for status, _ in answers.values())
+        statuses = sorted(answer[0] for answer in answers.values())
         # one master (200) and one standby whose readiness says why it is not ready
         assert statuses == [200, 503], answers
         assert any("master" in str(body).lower() for status, body in answers.values() if status == 503), answers
@@ -195,14 +195,19 @@ def routes_every_instance(c: Cluster) -> bool:
 def test_the_masters_host_stopped_under_chat_fails_over_within_30s_and_rejoins_as_standby(cluster):
     assert cluster.first.returncode == 0, "the first deploy failed"
     first, second = (h["name"] for h in cluster.controls[:2])
-    # both masters on the first host (the VIP's first choice): a standby replica restarted on the second host
-    # hands nothing over; a master restarted there releases its lock (standby_manager.py:184-188)
+    # both masters on the first host (the VIP's first choice), so that its stop takes both masters and the VIP: a
+    # master on the second host is stopped until the first host's replica holds the lock (a restart could win the
+    # lock back), then started again as standby
     for role in ("controller", "coordinator"):
+        support.wait_for(lambda r=role: master_host(cluster, r), timeout=60, interval=1, what=f"one {role} master")
         if master_host(cluster, role) == second:
             container = f"{JOB}-{role}-2"
-            assert simctl.host_exec(second, ["docker", "restart", container])[0] == 0
-        support.wait_for(lambda r=role: master_host(cluster, r) == first, timeout=90, interval=1,
-                         what=f"the {role} master on {first}")
+            assert simctl.host_exec(second, ["docker", "stop", container])[0] == 0
+            support.wait_for(lambda r=role: replica_readiness(cluster, r)[first][0] == 200, timeout=90, interval=1,
+                             what=f"the {role} master on {first}")
+            assert simctl.host_exec(second, ["docker", "start", container])[0] == 0
+        support.wait_for(lambda r=role: master_host(cluster, r) == first, timeout=120, interval=1,
+                         what=f"the {role} master on {first} and its standby on {second}")
     support.wait_for(lambda: chat(cluster) == 200, timeout=60, interval=1, what="chat through the VIP")
 
     results: list[tuple[float, int]] = []  # (time since the stop returned, status)
@@ -238,7 +243,7 @@ def test_the_masters_host_stopped_under_chat_fails_over_within_30s_and_rejoins_a
     evidence.parent.mkdir(parents=True, exist_ok=True)
     evidence.write_text(f"stopped {first} (both masters and the VIP); chat answered again after "
                         f"{recovered if recovered is None else round(recovered, 1)} s; after the stop "
-                        f"{len(after)} requests, {len(failed)} failed ({dict(Counter(s for _, s in failed))}); "
+                        f"{len(after)} requests, {len(failed)} failed ({dict(Counter(x[1] for x in failed))}); "
                         f"before the stop {dict(before)}\n")
     assert recovered is not None and recovered <= FAILOVER_LIMIT, (
         f"chat not answered again within {FAILOVER_LIMIT} s: {after[-10:]}\n{cluster.explain()}")

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import MotorConfigError
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.standby import standby_problems, standby_sections
 

@@ -120,8 +120,8 @@ def test_host_work_files_containers_and_their_hashes():
     # a keepalived.conf change recreates keepalived only
     assert other_nic["containers"][0]["labels"] != keepalived["labels"]
     assert other_nic["containers"][1]["labels"] == haproxy["labels"]
-    assert vip_host_work(plan, "e1", "eth0", "pymotor-vip:1", "/x") == {"job_id": "job-vip", "files": {},
-                                                                       "containers": []}
+    nothing = {"job_id": "job-vip", "files": {}, "containers": []}
+    assert vip_host_work(plan, "e1", "eth0", "pymotor-vip:1", "/x") == nothing
 
 
 def test_the_filter_defaults_to_nothing_without_master_standby():
