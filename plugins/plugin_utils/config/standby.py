@@ -46,6 +46,18 @@ def standby_problems(user_config, control_hosts: list, vip, host_addresses=None)
         problems.append(Problem(
             CONTROL_GROUP, "%s; the inventory has %d (%s)" % (why, len(controls), ", ".join(controls) or "none"),
             "list at least two control hosts in %s (three for a three-member etcd)" % CONTROL_GROUP))
+    deploy = user_config.get("motor_deploy_config") if isinstance(user_config.get("motor_deploy_config"), dict) else {}
+    tls = deploy.get("tls_config") if isinstance(deploy.get("tls_config"), dict) else {}
+    mgmt = tls.get("mgmt_tls_config") if isinstance(tls.get("mgmt_tls_config"), dict) else {}
+    enabled = mgmt.get("enable_tls")
+    # the same truthiness as our clients read it (operations/targets.py)
+    if enabled is True or str(enabled).strip().lower() in ("true", "1", "yes", "on"):
+        problems.append(Problem(
+            "motor_deploy_config.tls_config.mgmt_tls_config.enable_tls",
+            "%s behind HAProxy, whose health checks of /readiness speak plain HTTP (plan/vip.py): with management "
+            "TLS every check fails and the virtual IP serves nothing" % why,
+            "turn management TLS off for master/standby (HAProxy's TCP frontends still pass TLS of the inference "
+            "port through), or turn master/standby off"))
     if vip in (None, ""):
         problems.append(Problem(
             "motor_vip", "%s behind one virtual IP that follows the master (keepalived, HAProxy), and motor_vip is not "

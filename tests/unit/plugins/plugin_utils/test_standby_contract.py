@@ -61,6 +61,16 @@ def test_a_vip_that_is_no_ip_or_a_host_address_is_refused():
     assert taken.path == "motor_vip" and "is the address of b" in taken.message
 
 
+def test_management_tls_is_refused_by_name_haproxy_checks_speak_plain_http():
+    config = user_config(CTRL)
+    config["motor_deploy_config"].setdefault("tls_config", {})["mgmt_tls_config"] = {"enable_tls": True}
+    (problem,) = standby_problems(config, ["a", "b"], "10.0.0.100")
+    assert problem.path == "motor_deploy_config.tls_config.mgmt_tls_config.enable_tls"
+    assert "plain HTTP" in problem.message
+    config["motor_deploy_config"]["tls_config"]["mgmt_tls_config"]["enable_tls"] = False
+    assert standby_problems(config, ["a", "b"], "10.0.0.100") == []
+
+
 def test_the_mode_itself_is_no_longer_refused():
     config = normalize(user_config(CTRL, COORD))
     for key in (CTRL, COORD):
