@@ -263,3 +263,24 @@ def test_the_masters_host_stopped_under_chat_fails_over_within_30s_and_rejoins_a
     assert chat(cluster) == 200
     with evidence.open("a") as out:
         out.write(f"{first} back: both replicas standby (503), VIP stays on {second}\n")
+
+
+def test_stop_then_destroy_take_keepalived_and_haproxy_too(cluster):
+    """stop.yml stops the job's keepalived and HAProxy (their own label) with its containers, so the VIP is released;
+    destroy.yml removes them and their configuration; the etcd cluster, shared by jobs, keeps running."""
+    assert cluster.first.returncode == 0, "the first deploy failed"
+    replica_hosts = [h["name"] for h in cluster.controls[:2]]
+    stop = cluster.playbook("stop.yml")
+    assert stop.returncode == 0, stop.stdout[-3000:]
+    for host in replica_hosts:
+        rc, out = simctl.host_exec(host, "docker ps --format '{{.Names}}'")
+        assert rc == 0 and not [n for n in out.split() if n.startswith(JOB)], out
+        assert f"{JOB}-keepalived" in simctl.host_exec(host, "docker ps -a --format '{{.Names}}'")[1]
+        assert simctl.host_exec(host, f"ip -o addr show | grep -c ' {cluster.vip}/'")[1].strip() == "0"
+    destroy = cluster.playbook("destroy.yml", "-e", f"motor_destroy_confirm={JOB}")
+    assert destroy.returncode == 0, destroy.stdout[-3000:]
+    for host in replica_hosts:
+        names = simctl.host_exec(host, "docker ps -a --format '{{.Names}}'")[1].split()
+        assert not [n for n in names if n.startswith(JOB)], names
+        assert "pymotor-etcd" in simctl.host_exec(host, "docker ps --format '{{.Names}}'")[1]
+        assert simctl.host_exec(host, f"test -e /etc/pymotor/vip/{JOB}")[0] != 0
