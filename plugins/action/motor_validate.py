@@ -132,5 +132,7 @@ class ActionModule(EntryPoint):
     def standby_problems(self, task_vars, views, user_config):
         """Master/standby's inventory contract (two control hosts, ``motor_vip``), named with the mode's refusal."""
         controls = list((task_vars.get("groups") or {}).get(CONTROL_GROUP) or [])
-        vip = (self.host_vars(task_vars, controls[0]) if controls else task_vars).get("motor_vip")
-        return standby_problems(user_config, controls, vip, {h: view.get("motor_host_ip") for h, view in views.items()})
+        first = self.host_vars(task_vars, controls[0]) if controls else task_vars
+        tls_dir = first.get("motor_service_etcd_tls_dir") or task_vars.get("motor_service_etcd_tls_dir") or ""
+        return standby_problems(user_config, controls, first.get("motor_vip"),
+                                {h: view.get("motor_host_ip") for h, view in views.items()}, tls_dir)

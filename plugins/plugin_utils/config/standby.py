@@ -31,10 +31,11 @@ def standby_sections(user_config) -> list:
     return found
 
 
-def standby_problems(user_config, control_hosts: list, vip, host_addresses=None) -> list:
+def standby_problems(user_config, control_hosts: list, vip, host_addresses=None, etcd_tls_dir=None) -> list:
     """The inventory's problems for master/standby: fewer than two control hosts, no ``motor_vip`` or one that is not
-    a free IP address (``host_addresses``: the PyMotor hosts' own addresses, {name: address}). Empty when the mode
-    is off."""
+    a free IP address (``host_addresses``: the PyMotor hosts' own addresses, {name: address}), management TLS on,
+    and (when ``etcd_tls_dir`` is given: validation, which reads the inventory) no etcd client certificate directory
+    for the replicas. Empty when the mode is off."""
     sections = standby_sections(user_config)
     if not sections:
         return []
@@ -58,6 +59,12 @@ def standby_problems(user_config, control_hosts: list, vip, host_addresses=None)
             "TLS every check fails and the virtual IP serves nothing" % why,
             "turn management TLS off for master/standby (HAProxy's TCP frontends still pass TLS of the inference "
             "port through), or turn master/standby off"))
+    if etcd_tls_dir is not None and not str(etcd_tls_dir).strip():
+        problems.append(Problem(
+            "motor_service_etcd_tls_dir", "%s, which elect their master through etcd with mutual TLS, and no client "
+            "certificate directory is set for them" % why,
+            "set motor_service_etcd_tls_dir to the directory on the control hosts holding ca.crt, client.crt and an "
+            "unencrypted client.key of the etcd members' CA"))
     if vip in (None, ""):
         problems.append(Problem(
             "motor_vip", "%s behind one virtual IP that follows the master (keepalived, HAProxy), and motor_vip is not "

@@ -71,6 +71,12 @@ def test_management_tls_is_refused_by_name_haproxy_checks_speak_plain_http():
     assert standby_problems(config, ["a", "b"], "10.0.0.100") == []
 
 
+def test_validation_refuses_no_etcd_client_certificate_directory_by_name():
+    (problem,) = standby_problems(user_config(CTRL), ["a", "b"], "10.0.0.100", etcd_tls_dir="")
+    assert problem.path == "motor_service_etcd_tls_dir" and "client.key" in problem.hint
+    assert standby_problems(user_config(CTRL), ["a", "b"], "10.0.0.100", etcd_tls_dir="/etc/pki/etcd") == []
+
+
 def test_the_mode_itself_is_no_longer_refused():
     config = normalize(user_config(CTRL, COORD))
     for key in (CTRL, COORD):
@@ -102,11 +108,13 @@ def test_validate_playbook_refuses_the_broken_inventory_contract_by_name(tmp_pat
     assert "not yet deployed" not in output
     assert "motor_control_hosts: master/standby (" + CTRL in output and "the inventory has 1 (ctl1)" in output
     assert "motor_vip: master/standby" in output
+    assert "motor_service_etcd_tls_dir: master/standby" in output
 
 
 @pytest.mark.skipif(shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) is None,
                     reason="ansible-playbook not installed")
 def test_validate_playbook_accepts_master_standby_with_two_control_hosts_and_a_vip(tmp_path):
-    rc, output = run_validate(tmp_path, "motor_control_hosts:\n  vars: {motor_vip: 10.0.0.100}\n  hosts:\n"
+    rc, output = run_validate(tmp_path, "motor_control_hosts:\n  vars: {motor_vip: 10.0.0.100, motor_service_etcd_tls_dir: /e}\n"
+                                        "  hosts:\n"
                                         "    ctl1: {motor_host_ip: 10.0.0.1}\n    ctl2: {motor_host_ip: 10.0.0.2}\n")
     assert rc == 0, output
