@@ -21,6 +21,7 @@ parts=(
   "conformance-deploy-hybrid|500|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
   "conformance-benchmark|496|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
   "conformance-multipod|546|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
+  "conformance-standby|600|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_standby.py"
   "conformance-smoke|252|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
   "integration-faults|350|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
   "integration-bad-input|167|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"

@@ -109,7 +109,10 @@ class ActionModule(EntryPoint):
                                err.warnings)
         # a valid configuration: the inventory is judged by the plan's own host rules (plan/hosts.py) here too, so
         # validate.yml -i <inventory> refuses what plan.yml would
-        problems = self.inventory_problems(args, task_vars, self.host_views(task_vars), config.get("hardware_type"))
+        views = self.host_views(task_vars)
+        problems = self.inventory_problems(args, task_vars, views, config.get("hardware_type"))
+        if args["check_inventory"]:  # master/standby's contract (two control hosts, motor_vip) before any change
+            problems += self.standby_problems(task_vars, views, user_config)
         if problems:
             return self.failed(problems, config.get("warnings") or [])
         return dict(self.facts(motor_normalized_config=config), summary=config_summary(config), keys_checked=checked)
@@ -129,5 +132,7 @@ class ActionModule(EntryPoint):
     def standby_problems(self, task_vars, views, user_config):
         """Master/standby's inventory contract (two control hosts, ``motor_vip``), named with the mode's refusal."""
         controls = list((task_vars.get("groups") or {}).get(CONTROL_GROUP) or [])
-        vip = (self.host_vars(task_vars, controls[0]) if controls else task_vars).get("motor_vip")
-        return standby_problems(user_config, controls, vip, {h: view.get("motor_host_ip") for h, view in views.items()})
+        first = self.host_vars(task_vars, controls[0]) if controls else task_vars
+        tls_dir = first.get("motor_service_etcd_tls_dir") or task_vars.get("motor_service_etcd_tls_dir") or ""
+        return standby_problems(user_config, controls, first.get("motor_vip"),
+                                {h: view.get("motor_host_ip") for h, view in views.items()}, tls_dir)

@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import MotorPlanError, build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import cert_dirs, model_dirs, plan_table, weight_dir
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.vip import vip_host_work
 
 
 def motor_plan(config, hosts, previous=None):
@@ -45,6 +46,18 @@ def motor_plan_cert_dirs(source):
     return cert_dirs(source)
 
 
+def motor_plan_vip(plan, host, interface, image, config_dir, virtual_router_id=0):
+    """The keepalived and HAProxy files and containers of one host of a master/standby plan (none elsewhere)."""
+    if not isinstance(plan, dict) or "containers" not in plan:
+        raise AnsibleFilterError("motor_plan_vip: expects the output of pymotor.ascend.motor_plan")
+    if not plan.get("standby"):
+        return {"job_id": str(plan.get("job_id", "")) + "-vip", "files": {}, "containers": []}
+    if not interface:
+        raise AnsibleFilterError("motor_plan_vip: no interface for the VIP on %s (motor_vip_interface, else motor_nic)"
+                                 % host)
+    return vip_host_work(plan, host, str(interface), str(image), str(config_dir), int(virtual_router_id or 0) or None)
+
+
 class FilterModule:
     """The pymotor.ascend.motor_plan filter and its companions."""
 
@@ -52,4 +65,4 @@ class FilterModule:
         """Return the filters of this plugin."""
         return {"motor_plan": motor_plan, "motor_plan_table": motor_plan_table,
                 "motor_plan_model_dirs": motor_plan_model_dirs, "motor_plan_weight_dir": motor_plan_weight_dir,
-                "motor_plan_cert_dirs": motor_plan_cert_dirs}
+                "motor_plan_cert_dirs": motor_plan_cert_dirs, "motor_plan_vip": motor_plan_vip}

@@ -12,9 +12,7 @@ with one of another CA or over plain http reads nothing; an encrypted member key
 from __future__ import annotations
 
 import base64
-import datetime
 import http.client
-import ipaddress
 import json
 import os
 import ssl
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import simctl
+from etcd_tls import pem_ca, pem_leaf, place
 from support import REPO, VENV_BIN, ansible_env, recap_changed, wait_for
 
 pytestmark = pytest.mark.docker
@@ -36,54 +35,6 @@ CTL = "etcdctl --endpoints=https://127.0.0.1:2379 --command-timeout=5s"  # the c
 TLS_DIR = "/etc/pymotor-test-etcd"  # on every host: its own member certificate, root's files, mode 0600
 TLS_VARS = ("-e", f"motor_etcd_tls_ca_file={TLS_DIR}/ca.crt", "-e", f"motor_etcd_tls_cert_file={TLS_DIR}/member.crt",
             "-e", f"motor_etcd_tls_key_file={TLS_DIR}/member.key")
-
-
-def pem_ca(common_name: str):
-    """A self-signed CA: (key, certificate, certificate PEM)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    return key, cert, cert.public_bytes(serialization.Encoding.PEM)
-
-
-def pem_leaf(ca, common_name: str, ips: list[str], password: bytes | None = None) -> dict[str, bytes]:
-    """A certificate of ``ca`` for server and client use with ``ips`` as SANs: {"crt", "key"} PEM bytes."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    ca_key, ca_cert, _ = ca
-    now = datetime.datetime.now(datetime.timezone.utc)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(i)) for i in ips]),
-                           critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
-    return {"crt": cert.public_bytes(serialization.Encoding.PEM),
-            "key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                     encryption)}
-
-
-def place(host: str, path: str, data: bytes) -> None:
-    rc, out = simctl.host_exec(host, f"mkdir -p {os.path.dirname(path)} && echo {base64.b64encode(data).decode()} "
-                                     f"| base64 -d > {path} && chmod 600 {path}")
-    assert rc == 0, out
 
 
 @pytest.fixture(scope="module")

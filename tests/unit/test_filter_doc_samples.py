@@ -85,6 +85,20 @@ def plan_of(p_instances=1):
     return build_plan(FILTERS["motor_config"](user, env), inventory_hosts())
 
 
+def standby_plan():
+    """The seed with master/standby on the example inventory plus a second control host and motor_vip."""
+    user, env = seed()
+    for section in ("motor_controller_config", "motor_coordinator_config"):
+        user.setdefault(section, {})["standby_config"] = {"enable_master_standby": True}
+    hosts = inventory_hosts()
+    first = next(name for name, variables in hosts.items() if "motor_control_hosts" in variables["group_names"])
+    hosts["ctl-02"] = {**hosts[first], "ansible_host": "192.0.2.22", "motor_host_ip": "192.0.2.22"}
+    for variables in hosts.values():
+        if "motor_control_hosts" in variables["group_names"]:
+            variables["motor_vip"] = "192.0.2.100"
+    return build_plan(FILTERS["motor_config"](user, env), hosts), first
+
+
 def healthy_observations(plan):
     """What verify.yml observes on a healthy deployment of ``plan``: every probe answers as it should."""
     engines = [c for c in plan["containers"] if c.get("endpoints")]
@@ -224,6 +238,8 @@ REAL_OUTPUT = {
     "motor_contract_job_id_problem": lambda: FILTERS["motor_contract_job_id_problem"]("Mindie_Motor"),
     "motor_plan": plan_of,
     "motor_plan_table": lambda: FILTERS["motor_plan_table"](plan_of()),
+    "motor_plan_vip": lambda: FILTERS["motor_plan_vip"](*standby_plan(), "eth0", "pymotor-vip:latest",
+                                                        "/etc/pymotor/vip/mindie-motor"),
     "motor_plan_model_dirs": lambda: FILTERS["motor_plan_model_dirs"](FILTERS["motor_config"](*seed())),
     "motor_plan_weight_dir": lambda: FILTERS["motor_plan_weight_dir"](seed()[0]),
     "motor_plan_cert_dirs": lambda: FILTERS["motor_plan_cert_dirs"](FILTERS["motor_config"](*gen_cert_seed())),

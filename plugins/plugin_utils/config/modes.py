@@ -5,22 +5,18 @@
 
 Deployed: deploy_mode infer_service_set (the default) and multi_deployment (on bare metal both are the same containers:
 one per control role and per engine pod), and single_container with the scheduler's pd_disaggregation_single_container
-(every role in one container, plan/single.py; refused when only one of the pair is set). Refused, with the reason:
-master-standby (two replicas and an etcd election), encode (EPD) instances. Paths are upstream PyMotor's
+(every role in one container, plan/single.py; refused when only one of the pair is set), and master-standby (two
+replicas of the controller and the coordinator electing through etcd behind motor_vip: plan/standby.py, plan/vip.py;
+its inventory contract is config/standby.py's, checked by validation and the plan). Refused, with the reason: encode
+(EPD) instances. Paths are upstream PyMotor's
 (../shared/upstream/pymotor).
 """
 
 from __future__ import annotations
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.context import is_int
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.standby import standby_sections
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import check_single_scheduler
 
-STANDBY_WHY = ("master-standby runs two replicas with an etcd lock election (upstream examples/deployer/lib/generator/"
-               "controller.py:19-25, coordinator.py:19-24, motor/config/standby.py:19) behind one address that follows "
-               "the master; it is not yet deployed by this collection: the etcd cluster exists (playbooks/etcd.yml) and "
-               "the plan places the second %s, but no playbook runs the virtual IP (motor_vip, keepalived and "
-               "HAProxy) yet (issue 49, docs/ha.md), so the mode would be configured and never reached")
 ENCODE_WHY = ("encode (EPD) instances are not placed by this collection: no container would run them while the "
               "coordinator and controller expect them (upstream runs them as ROLE=encode engine pods: "
               "examples/deployer/lib/generator/engine.py:112, startup/boot.sh:18)")
@@ -30,12 +26,6 @@ def check_modes(ctx, uc):
     """Refuse, by name, the upstream modes this collection does not deploy."""
     deploy = uc.get("motor_deploy_config") if isinstance(uc.get("motor_deploy_config"), dict) else {}
     check_single_scheduler(ctx, uc)  # deployed (plan/single.py) when paired as upstream needs
-    standby = standby_sections(uc)
-    for key, role in (("motor_controller_config", "controller"), ("motor_coordinator_config", "coordinator")):
-        if key in standby:
-            ctx.error(key + ".standby_config.enable_master_standby", STANDBY_WHY % role,
-                      "set it to false until master/standby is deployed; the containers' Docker restart policy restarts "
-                      "a failed %s" % role)
     encode = uc.get("motor_engine_encode_config")
     if isinstance(encode, dict) and encode:
         ctx.error("motor_engine_encode_config", ENCODE_WHY, "remove the section (and e_instances_num)")

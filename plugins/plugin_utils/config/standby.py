@@ -31,10 +31,11 @@ def standby_sections(user_config) -> list:
     return found
 
 
-def standby_problems(user_config, control_hosts: list, vip, host_addresses=None) -> list:
+def standby_problems(user_config, control_hosts: list, vip, host_addresses=None, etcd_tls_dir=None) -> list:
     """The inventory's problems for master/standby: fewer than two control hosts, no ``motor_vip`` or one that is not
-    a free IP address (``host_addresses``: the PyMotor hosts' own addresses, {name: address}). Empty when the mode
-    is off."""
+    a free IP address (``host_addresses``: the PyMotor hosts' own addresses, {name: address}), management TLS on,
+    and (when ``etcd_tls_dir`` is given: validation, which reads the inventory) no etcd client certificate directory
+    for the replicas. Empty when the mode is off."""
     sections = standby_sections(user_config)
     if not sections:
         return []
@@ -46,6 +47,24 @@ def standby_problems(user_config, control_hosts: list, vip, host_addresses=None)
         problems.append(Problem(
             CONTROL_GROUP, "%s; the inventory has %d (%s)" % (why, len(controls), ", ".join(controls) or "none"),
             "list at least two control hosts in %s (three for a three-member etcd)" % CONTROL_GROUP))
+    deploy = user_config.get("motor_deploy_config") if isinstance(user_config.get("motor_deploy_config"), dict) else {}
+    tls = deploy.get("tls_config") if isinstance(deploy.get("tls_config"), dict) else {}
+    mgmt = tls.get("mgmt_tls_config") if isinstance(tls.get("mgmt_tls_config"), dict) else {}
+    enabled = mgmt.get("enable_tls")
+    # the same truthiness as our clients read it (operations/targets.py)
+    if enabled is True or str(enabled).strip().lower() in ("true", "1", "yes", "on"):
+        problems.append(Problem(
+            "motor_deploy_config.tls_config.mgmt_tls_config.enable_tls",
+            "%s behind HAProxy, whose health checks of /readiness speak plain HTTP (plan/vip.py): with management "
+            "TLS every check fails and the virtual IP serves nothing" % why,
+            "turn management TLS off for master/standby (HAProxy's TCP frontends still pass TLS of the inference "
+            "port through), or turn master/standby off"))
+    if etcd_tls_dir is not None and not str(etcd_tls_dir).strip():
+        problems.append(Problem(
+            "motor_service_etcd_tls_dir", "%s, which elect their master through etcd with mutual TLS, and no client "
+            "certificate directory is set for them" % why,
+            "set motor_service_etcd_tls_dir to the directory on the control hosts holding ca.crt, client.crt and an "
+            "unencrypted client.key of the etcd members' CA"))
     if vip in (None, ""):
         problems.append(Problem(
             "motor_vip", "%s behind one virtual IP that follows the master (keepalived, HAProxy), and motor_vip is not "

@@ -13,7 +13,9 @@ management_server.py:208-235, 51-55). TCP mode: the frontends pass TLS through u
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import json
 import zlib
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import url_host
@@ -25,6 +27,13 @@ CHECK = "check inter 1s fall 2 rise 2"
 MONITOR_PORT = 61080
 KEEPALIVED_CONF = "/etc/keepalived/keepalived.conf"
 HAPROXY_CFG = "/etc/haproxy/haproxy.cfg"
+# the io.pymotor.job label of a job's keepalived and HAProxy: not the job's own, whose containers the deploy's
+# reconcile owns (a container of the job's label that is not in the plan is removed as a stray)
+VIP_JOB_SUFFIX = "-vip"
+
+
+def vip_job_id(job_id: str) -> str:
+    return str(job_id) + VIP_JOB_SUFFIX
 
 
 def router_id(job_id: str) -> int:
@@ -161,7 +170,7 @@ def vip_containers(plan: dict, host: str, image: str, config_dir: str) -> list[d
         return []
     job = plan["job_id"]
     common = {"image": image, "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "read_only": True,
-              "restart_policy": "unless-stopped", "labels": {"io.pymotor.job": job}}
+              "restart_policy": "unless-stopped", "labels": {"io.pymotor.job": vip_job_id(job)}}
     return [
         # SETGID: keepalived drops supplementary groups before each check script (it fails every check without);
         # pid files in the container's own /dev/shm: a kept file makes a restarted keepalived think it runs already
@@ -173,3 +182,20 @@ def vip_containers(plan: dict, host: str, image: str, config_dir: str) -> list[d
              command=["haproxy", "-W", "-db", "-f", HAPROXY_CFG],
              volumes=[f"{config_dir}/haproxy.cfg:{HAPROXY_CFG}:ro"]),
     ]
+
+
+def vip_host_work(plan: dict, host: str, interface: str, image: str, config_dir: str,
+                  virtual_router_id: int | None = None) -> dict:
+    """What the VIP role does on one host: ``files`` ({name: text} under ``config_dir``) and the ``containers`` of
+    ``vip_containers``, each labelled with the hash of its own dict and the file it mounts (motor_containers
+    recreates a container only when that hash changed), and the ``job_id`` of their label. Empty for a host that
+    runs no replica."""
+    if host not in vip_hosts(plan):
+        return {"job_id": vip_job_id(plan["job_id"]), "files": {}, "containers": []}
+    files = {"keepalived.conf": keepalived_config(plan, host, interface, virtual_router_id),
+             "haproxy.cfg": haproxy_config(plan)}
+    containers = []
+    for cont, own in zip(vip_containers(plan, host, image, config_dir), ("keepalived.conf", "haproxy.cfg")):
+        digest = hashlib.sha256((json.dumps(cont, sort_keys=True) + files[own]).encode()).hexdigest()
+        containers.append(dict(cont, labels=dict(cont["labels"], **{"io.pymotor.config-hash": digest})))
+    return {"job_id": vip_job_id(plan["job_id"]), "files": files, "containers": containers}

@@ -996,7 +996,7 @@ def test_filter_shim():
 
     filters = FilterModule().filters()
     assert set(filters) == {"motor_plan", "motor_plan_table", "motor_plan_model_dirs", "motor_plan_weight_dir",
-                            "motor_plan_cert_dirs"}
+                            "motor_plan_cert_dirs", "motor_plan_vip"}
     plan = filters["motor_plan"](contract_config(), inventory(engine=1, control=1))
     assert "job-p0-0" in filters["motor_plan_table"](plan)
     assert filters["motor_plan"](contract_config(), inventory(engine=1, control=1), None) == plan

@@ -11,6 +11,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.vip import (
     frontends,
@@ -18,6 +20,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.vip import (
     keepalived_config,
     router_id,
     vip_containers,
+    vip_host_work,
     vip_hosts,
 )
 
@@ -99,3 +102,34 @@ def test_containers_least_privilege():
         assert "privileged" not in cont
         assert all(v.endswith(":ro") for v in cont["volumes"])
     assert vip_containers(plan, "e1", "pymotor-vip:1", "/etc/pymotor/vip") == []
+
+
+def test_host_work_files_containers_and_their_hashes():
+    plan = plan_of()
+    work = vip_host_work(plan, "c1", "eth0", "pymotor-vip:1", "/etc/pymotor/vip/job")
+    assert work["job_id"] == "job-vip" != plan["job_id"]  # not the job's label: the deploy's reconcile would remove them
+    assert sorted(work["files"]) == ["haproxy.cfg", "keepalived.conf"]
+    assert "interface eth0" in work["files"]["keepalived.conf"]
+    keepalived, haproxy = work["containers"]
+    for cont in (keepalived, haproxy):
+        assert cont["labels"]["io.pymotor.job"] == "job-vip"
+        assert re.fullmatch(r"[0-9a-f]{64}", cont["labels"]["io.pymotor.config-hash"])
+    again = vip_host_work(plan, "c1", "eth0", "pymotor-vip:1", "/etc/pymotor/vip/job")
+    assert again == work  # the same plan: the same hashes (a second deploy changes nothing)
+    other_nic = vip_host_work(plan, "c1", "eth1", "pymotor-vip:1", "/etc/pymotor/vip/job")
+    # a keepalived.conf change recreates keepalived only
+    assert other_nic["containers"][0]["labels"] != keepalived["labels"]
+    assert other_nic["containers"][1]["labels"] == haproxy["labels"]
+    nothing = {"job_id": "job-vip", "files": {}, "containers": []}
+    assert vip_host_work(plan, "e1", "eth0", "pymotor-vip:1", "/x") == nothing
+
+
+def test_the_filter_defaults_to_nothing_without_master_standby():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.pymotor.ascend.plugins.filter.motor_plan import motor_plan_vip
+
+    off = build_plan(_HELPERS.contract_config(), standby_hosts())
+    assert motor_plan_vip(off, "c1", "", "img", "/x")["containers"] == []
+    with pytest.raises(AnsibleFilterError, match="no interface"):
+        motor_plan_vip(plan_of(), "c1", "", "img", "/x")
+    assert len(motor_plan_vip(plan_of(), "c1", "eth0", "img", "/x")["containers"]) == 2

@@ -1,0 +1,286 @@
+"""Master/standby on the REAL control plane (docs/ha.md): one simulated cluster of three control hosts (the two replica
+hosts and an etcd witness: a 3-member etcd survives the loss of one) and one engine host (the PD separation seed:
+1 prefill + 1 decode instance), upstream's controller and coordinator electing through the collection's etcd (mutual
+TLS) behind keepalived + HAProxy on ``motor_vip``.
+
+deploy.yml builds and ships the etcd and VIP images, runs etcd, keepalived and HAProxy and both replicas of each role:
+``all deploy end.``, verify.yml passes through the VIP and a second run changes nothing. Then the whole control host of
+both masters (the simulated host's container) is stopped while a client sends chat back to back through the VIP: chat
+answers again within 30 s with no command run, the failed requests are counted, the coordinator routes every instance
+again, and the host started again rejoins with its replicas as standby (readiness 503) while the VIP stays."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance_cluster import containers_text, http, install_tokenizer, logs_text
+
+REPO = Path(__file__).resolve().parents[2]
+for sub in ("tests/sim", "tests/integration"):
+    sys.path.insert(0, str(REPO / sub))
+import simctl  # noqa: E402
+import support  # noqa: E402
+from etcd_tls import pem_ca, pem_leaf, place  # noqa: E402
+
+
+PREFIX = "pymotor-conf-ha" + os.environ.get("MOTOR_SIM_PREFIX_SUFFIX", "")
+JOB = "conf-ha"
+SEED = REPO / "examples" / "seed_pd_separation"
+BASE_IMAGE = "local/debian:bookworm"
+ETCD_IMAGE = "local/pymotor-etcd:test"  # test_etcd's tag: its labels make the build a no-op when it exists
+VIP_IMAGE = "local/pymotor-vip:test"
+MEMBER_TLS = "/etc/pymotor-test-etcd"  # every control host: its member certificate
+CLIENT_TLS = "/etc/pymotor-test-etcd-client"  # the replica hosts: the controller's and coordinator's client cert
+READY_TIMEOUT = 240
+FAILOVER_LIMIT = 30.0  # the issue's bound: chat answers again within 30 s of the host's stop
+CHAT = {"model": "qwen3-8B", "max_tokens": 4, "messages": [{"role": "user", "content": "still there?"}]}
+
+
+def ha_vars() -> list[str]:
+    return ["-e", f"etcd_image_base_image={BASE_IMAGE}", "-e", f"vip_image_base_image={BASE_IMAGE}",
+            "-e", f"motor_etcd_image={ETCD_IMAGE}", "-e", f"motor_vip_image={VIP_IMAGE}",
+            "-e", "motor_build_host=localhost",
+            "-e", f"motor_etcd_tls_ca_file={MEMBER_TLS}/ca.crt", "-e", f"motor_etcd_tls_cert_file={MEMBER_TLS}/member.crt",
+            "-e", f"motor_etcd_tls_key_file={MEMBER_TLS}/member.key",
+            "-e", f"motor_service_etcd_tls_dir={CLIENT_TLS}",
+            "-e", f"motor_service_ready_timeout={READY_TIMEOUT}", "-e", "motor_service_stall_timeout=45"]
+
+
+def free_vip(hosts: list[dict]) -> str:
+    """An address of the simulated network no host uses (Docker allocates from the bottom of the subnet)."""
+    net = simctl.client().networks.get(f"{PREFIX}-net")
+    subnet = ipaddress.ip_network(net.attrs["IPAM"]["Config"][0]["Subnet"])
+    vip = str(subnet.network_address + 200)
+    assert vip not in {h["ip"] for h in hosts}
+    return vip
+
+
+def write_config(config: Path, image: str) -> None:
+    config.mkdir(exist_ok=True)
+    user = json.loads((SEED / "user_config.json").read_text())
+    user["motor_deploy_config"].update(job_id=JOB, image_name=image)
+    for section in ("motor_controller_config", "motor_coordinator_config"):
+        user.setdefault(section, {})["standby_config"] = {"enable_master_standby": True}
+    (config / "user_config.json").write_text(json.dumps(user, indent=2))
+    (config / "env.json").write_text((SEED / "env.json").read_text())
+
+
+class Cluster:
+    def __init__(self, tmp: Path, image: str):
+        self.tmp, self.image = tmp, image
+        self.config, self.inventory = tmp / "config", tmp / "hosts.yml"
+        self.runs: list[subprocess.CompletedProcess] = []
+
+    def up(self) -> None:
+        simctl.down(PREFIX)
+        self.hosts = simctl.up(1, "800I_A2", PREFIX, control=3)
+        simctl.load_image(PREFIX, self.image)
+        install_tokenizer(self.hosts, self.tmp)
+        simctl.write_inventory(self.hosts, self.inventory)
+        self.vip = free_vip(self.hosts)
+        inventory = yaml.safe_load(self.inventory.read_text())
+        inventory["all"]["children"]["motor_control_hosts"]["vars"] = {"motor_vip": self.vip}
+        self.inventory.write_text(yaml.safe_dump(inventory, sort_keys=False))
+        self.controls = [h for h in self.hosts if h["hardware"] == simctl.CONTROL_HARDWARE]
+        ca = pem_ca("pymotor conformance etcd CA")
+        for host in self.controls:
+            member = pem_leaf(ca, host["name"], [host["ip"], "127.0.0.1"])
+            place(host["name"], f"{MEMBER_TLS}/ca.crt", ca[2])
+            place(host["name"], f"{MEMBER_TLS}/member.crt", member["crt"])
+            place(host["name"], f"{MEMBER_TLS}/member.key", member["key"])
+            client = pem_leaf(ca, f"pymotor {host['name']}", ["127.0.0.1"])  # upstream dials 127.0.0.1:2379
+            place(host["name"], f"{CLIENT_TLS}/ca.crt", ca[2])
+            place(host["name"], f"{CLIENT_TLS}/client.crt", client["crt"])
+            place(host["name"], f"{CLIENT_TLS}/client.key", client["key"])
+
+    def playbook(self, name: str, *extra: str) -> subprocess.CompletedProcess:
+        result = support.playbook(name, self.inventory, self.config, *ha_vars(), *extra, image=self.image,
+                                  check=False, timeout=1500)
+        self.runs.append(result)
+        return result
+
+    def plan(self) -> dict:
+        return json.loads((self.config / "motor_plan.json").read_text())
+
+    def explain(self) -> str:
+        last = self.runs[-1].stdout[-4000:] if self.runs else ""
+        return (f"{last}\n{containers_text(self.hosts)}\n{logs_text(self.hosts, 'controller', 25)}\n"
+                f"{logs_text(self.hosts, 'coordinator', 25)}\n{logs_text(self.hosts, 'keepalived', 15)}")
+
+
+@pytest.fixture(scope="module")
+def cluster(conformance_conductor_image, tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("standby"), conformance_conductor_image)
+    write_config(c.config, c.image)
+    try:
+        c.up()
+        started = time.monotonic()
+        c.first = c.playbook("deploy.yml")
+        c.first_deploy_s = time.monotonic() - started
+        yield c
+    finally:
+        evidence = REPO / "tests" / "output" / "conformance-standby.log"
+        evidence.parent.mkdir(parents=True, exist_ok=True)
+        with evidence.open("a") as out:
+            out.write(f"first deploy {getattr(c, 'first_deploy_s', 0):.0f} s\n{c.explain()}\n")
+        simctl.down(PREFIX)
+
+
+def replica_readiness(c: Cluster, role: str) -> dict:
+    """{host name: (status, body)} of each replica's own /readiness (the controller API, the coordinator's mgmt port)."""
+    plan = c.plan()
+    port = plan["controller"]["api_port"] if role == "controller" else plan["coordinator"]["mgmt_port"]
+    return {r["host"]: http(f"http://{r['ip']}:{port}/readiness", timeout=5)
+            for r in plan["standby"]["replicas"][role]}
+
+
+def master_host(c: Cluster, role: str) -> str | None:
+    masters = [host for host, answer in replica_readiness(c, role).items() if answer[0] == 200]
+    return masters[0] if len(masters) == 1 else None
+
+
+def chat(c: Cluster, timeout: float = 30) -> int:
+    port = c.plan()["coordinator"]["infer_port"]
+    return http(f"http://{c.vip}:{port}/v1/chat/completions", CHAT, timeout=timeout)[0]
+
+
+def test_deploy_runs_etcd_the_vip_and_both_replicas(cluster):
+    assert cluster.first.returncode == 0 and "all deploy end." in cluster.first.stdout, cluster.explain()
+    plan = cluster.plan()
+    assert plan["controller"]["ip"] == plan["coordinator"]["ip"] == cluster.vip
+    for role in ("controller", "coordinator"):
+        answers = replica_readiness(cluster, role)
+        statuses = sorted(answer[0] for answer in answers.values())
+        # one master (200) and one standby whose readiness says why it is not ready
+        assert statuses == [200, 503], answers
+        assert any("master" in str(body).lower() for status, body in answers.values() if status == 503), answers
+    assert chat(cluster) == 200
+
+
+def test_verify_passes_and_a_rerun_changes_nothing(cluster):
+    assert cluster.first.returncode == 0, "the first deploy failed"
+    verify = cluster.playbook("verify.yml", "-e", f"motor_verify_report={cluster.tmp / 'verify.json'}")
+    assert verify.returncode == 0, verify.stdout[-4000:]
+    again = cluster.playbook("deploy.yml")
+    assert again.returncode == 0 and support.recap_changed(again.stdout) == 0, again.stdout[-4000:]
+
+
+def routes_every_instance(c: Cluster) -> bool:
+    """The coordinator (through the VIP) routes as many prefill and decode instances as the plan has."""
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import routed_instances
+
+    plan = c.plan()
+    status, text = http(f"http://{c.vip}:{plan['coordinator']['obs_port']}/metrics?type=dp", timeout=5)
+    if status != 200:
+        return False
+    routed = routed_instances(text)
+    for role in ("prefill", "decode"):
+        wanted = {x["job_name"] for x in plan["containers"] if x["role"] == role}
+        if sum(1 for entry in routed.values() if entry["role"] == role) < len(wanted):
+            return False
+    return True
+
+
+def test_the_masters_host_stopped_under_chat_fails_over_within_30s_and_rejoins_as_standby(cluster):
+    assert cluster.first.returncode == 0, "the first deploy failed"
+    first, second = (h["name"] for h in cluster.controls[:2])
+    # both masters on the first host (the VIP's first choice), so that its stop takes both masters and the VIP: a
+    # master on the second host is stopped until the first host's replica holds the lock (a restart could win the
+    # lock back), then started again as standby
+    for role in ("controller", "coordinator"):
+        support.wait_for(lambda r=role: master_host(cluster, r), timeout=60, interval=1, what=f"one {role} master")
+        if master_host(cluster, role) == second:
+            container = f"{JOB}-{role}-2"
+            assert simctl.host_exec(second, ["docker", "stop", container])[0] == 0
+            support.wait_for(lambda r=role: replica_readiness(cluster, r)[first][0] == 200, timeout=90, interval=1,
+                             what=f"the {role} master on {first}")
+            assert simctl.host_exec(second, ["docker", "start", container])[0] == 0
+        support.wait_for(lambda r=role: master_host(cluster, r) == first, timeout=120, interval=1,
+                         what=f"the {role} master on {first} and its standby on {second}")
+    support.wait_for(lambda: chat(cluster) == 200, timeout=60, interval=1, what="chat through the VIP")
+
+    results: list[tuple[float, int]] = []  # (time since the stop returned, status)
+    stop = threading.Event()
+    stopped_at: list[float] = []
+
+    def client():
+        while not stop.is_set():
+            status = chat(cluster, timeout=10)
+            results.append((time.monotonic(), status))
+            if status != 200:
+                time.sleep(0.2)  # a refused connection returns at once: do not spin
+
+    thread = threading.Thread(target=client, daemon=True)
+    thread.start()
+    time.sleep(3)
+    subprocess.run(["docker", "stop", "-t", "0", first], check=True, capture_output=True)  # the whole host
+    stopped_at.append(time.monotonic())
+    deadline = stopped_at[0] + 90
+    while time.monotonic() < deadline:
+        after = [s for t, s in results if t > stopped_at[0]]
+        if len(after) >= 3 and after[-3:] == [200, 200, 200]:
+            break
+        time.sleep(0.5)
+    stop.set()
+    thread.join(timeout=15)
+    after = [(t - stopped_at[0], s) for t, s in results if t > stopped_at[0]]
+    failed = [x for x in after if x[1] != 200]
+    answered = [t for t, s in after if s == 200 and t > (failed[-1][0] if failed else 0)]
+    recovered = answered[0] if answered else None
+    before = Counter(s for t, s in results if t <= stopped_at[0])
+    evidence = REPO / "tests" / "output" / "conformance-standby-failover.log"
+    evidence.parent.mkdir(parents=True, exist_ok=True)
+    evidence.write_text(f"stopped {first} (both masters and the VIP); chat answered again after "
+                        f"{recovered if recovered is None else round(recovered, 1)} s; after the stop "
+                        f"{len(after)} requests, {len(failed)} failed ({dict(Counter(x[1] for x in failed))}); "
+                        f"before the stop {dict(before)}\n")
+    assert recovered is not None and recovered <= FAILOVER_LIMIT, (
+        f"chat not answered again within {FAILOVER_LIMIT} s: {after[-10:]}\n{cluster.explain()}")
+    for role in ("controller", "coordinator"):
+        assert master_host(cluster, role) == second, replica_readiness(cluster, role)
+    support.wait_for(lambda: routes_every_instance(cluster), timeout=60, interval=2,
+                     what="the new coordinator master routes every instance")
+
+    # the host back: its replicas start again as standby, the VIP stays where it is (nopreempt)
+    subprocess.run(["docker", "start", first], check=True, capture_output=True)
+    for role in ("controller", "coordinator"):
+        support.wait_for(lambda r=role: replica_readiness(cluster, r).get(first, (0,))[0] == 503, timeout=180,
+                         interval=2, what=f"the {role} on {first} back as standby")
+        assert master_host(cluster, role) == second
+    holds = simctl.host_exec(second, f"ip -o addr show | grep -c ' {cluster.vip}/'")[1].strip()
+    assert holds == "1", f"the VIP moved back: {holds}"
+    assert chat(cluster) == 200
+    with evidence.open("a") as out:
+        out.write(f"{first} back: both replicas standby (503), VIP stays on {second}\n")
+
+
+def test_stop_then_destroy_take_keepalived_and_haproxy_too(cluster):
+    """stop.yml stops the job's keepalived and HAProxy (their own label) with its containers, so the VIP is released;
+    destroy.yml removes them and their configuration; the etcd cluster, shared by jobs, keeps running."""
+    assert cluster.first.returncode == 0, "the first deploy failed"
+    replica_hosts = [h["name"] for h in cluster.controls[:2]]
+    stop = cluster.playbook("stop.yml")
+    assert stop.returncode == 0, stop.stdout[-3000:]
+    for host in replica_hosts:
+        rc, out = simctl.host_exec(host, "docker ps --format '{{.Names}}'")
+        assert rc == 0 and not [n for n in out.split() if n.startswith(JOB)], out
+        assert f"{JOB}-keepalived" in simctl.host_exec(host, "docker ps -a --format '{{.Names}}'")[1]
+        assert simctl.host_exec(host, f"ip -o addr show | grep -c ' {cluster.vip}/'")[1].strip() == "0"
+    destroy = cluster.playbook("destroy.yml", "-e", f"motor_destroy_confirm={JOB}")
+    assert destroy.returncode == 0, destroy.stdout[-3000:]
+    for host in replica_hosts:
+        names = simctl.host_exec(host, "docker ps -a --format '{{.Names}}'")[1].split()
+        assert not [n for n in names if n.startswith(JOB)], names
+        assert "pymotor-etcd" in simctl.host_exec(host, "docker ps --format '{{.Names}}'")[1]
+        assert simctl.host_exec(host, f"test -e /etc/pymotor/vip/{JOB}")[0] != 0
