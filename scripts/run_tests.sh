@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# `make test` after venv and images: every test part, on MOTOR_TEST_LANES workers (default 3) that take the parts
-# from one queue, longest first (the expected seconds below are the measured ones of tests/README.md), so that no
-# worker idles while another still has a long queue (CI has 90 minutes on 2 cores; the Docker suites spend much of
-# their time waiting for containers, which is why 3 workers share 2 cores). The one-time builds run once, first, as
-# two parts: `make prebuild-sim` (simulated host image, stand-in image) and `make prebuild-conformance` (conformance
-# image, real conductor; each cached by content). A part names the builds it needs and a worker takes the first part
-# in the queue whose builds are done, so unit, lint and sanity, then the simulated-host parts, run while the
-# conformance images still build, and no two parts build the same image at once. Each part's output is kept in
-# tests/output/lanes/<part>.log and printed whole when the part ends, with its status and time; a failed part does
-# not stop the others; the exit code is non-zero when any part failed. MOTOR_TEST_LANES=1 runs them one by one.
+# `make test` after venv and images: every test part, on MOTOR_TEST_LANES workers (default 3) that take the parts from
+# one queue, longest first (the expected seconds below are the measured ones of tests/README.md), so that no worker
+# idles while another still has a long queue (CI has 90 minutes on 2 cores). 3 workers keep both cores busy: a
+# clean-clone run measured the machine idle 2.5% of the time, so the suite is bound by CPU seconds (its own and its
+# simulated hosts'), and a fourth worker, even one kept for parts that mostly wait, shortens nothing. The one-time
+# builds run once, first, as two parts: `make prebuild-sim` (simulated host image, stand-in image) and `make
+# prebuild-conformance` (conformance image, real conductor; each cached by content). A part names the builds it needs
+# and a worker takes the first part in the queue whose builds are done, so unit, lint and sanity, then the
+# simulated-host parts, run while the conformance images still build, and no two parts build the same image at once.
+# Each part's output is kept in tests/output/lanes/<part>.log and printed whole when the part ends, with its status
+# and time; a failed part does not stop the others; the exit code is non-zero when any part failed. MOTOR_TEST_LANES=1
+# runs them one by one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,12 +77,6 @@ logs=tests/output/lanes
 rm -rf "$logs"
 mkdir -p "$logs"
 workers=${MOTOR_TEST_LANES:-3}
-# Parts that mostly wait (their clients and engines sleep between requests; the CPU they use is measured in
-# tests/README.md) get a lane of their own beside the workers, so that a 24-minute wait does not hold one of the three
-# workers the CPU-bound parts share. MOTOR_TEST_WAIT_LANES=0 puts them back into the common queue.
-waiting_parts=${MOTOR_TEST_WAITING_PARTS:-conformance-rolls}
-wait_lanes=${MOTOR_TEST_WAIT_LANES:-1}
-printf '%s\n' "${parts[@]}" | cut -d'|' -f1 | grep -qxF -f <(tr ' ' '\n' <<<"$waiting_parts" | grep .) || wait_lanes=0
 
 # The queue: the builds first, then every part longest first. A worker takes, under a lock, the first part not yet
 # taken whose builds are done; it waits while every part left still waits for a build.
@@ -97,12 +93,8 @@ taken=$logs/.taken
 status_file=$logs/.status
 : >"$status_file"
 
-waiting() {  # is part $1 one of the waiting parts (taken by the waiting lane only, when there is one)?
-  [ "$wait_lanes" -gt 0 ] && [[ " $waiting_parts " == *" $1 "* ]]
-}
-
-take() {  # lane kind (work or wait): print the next part that lane may run; nothing when none is left
-  local kind=$1 line
+take() {  # print the next part a worker may run; nothing when none is left
+  local line
   while true; do
     line=$(
       exec 9>"$logs/.lock"
@@ -111,9 +103,8 @@ take() {  # lane kind (work or wait): print the next part that lane may run; not
       while IFS= read -r candidate; do
         n=$((n + 1))
         grep -qx "$n" "$taken" && continue
-        IFS='|' read -r name _ needs _ <<<"$candidate"
-        if waiting "$name"; then [ "$kind" = wait ] || continue; else [ "$kind" = work ] || continue; fi
         left=1
+        IFS='|' read -r _ _ needs _ <<<"$candidate"
         ready=1
         for need in ${needs//,/ }; do
           [ "$need" = - ] || [ ! -e "$logs/.pending-$need" ] || ready=0
@@ -167,10 +158,10 @@ run_part() {  # name command needs
   ) 9>"$logs/.print-lock"
 }
 
-worker() {  # kind: work or wait
+worker() {
   local line name needs cmd
   while true; do
-    line=$(take "$1")
+    line=$(take)
     [ -n "$line" ] || return 0
     IFS='|' read -r name _ needs cmd <<<"$line"
     run_part "$name" "$cmd" "$needs"
@@ -178,15 +169,10 @@ worker() {  # kind: work or wait
 }
 
 tests_start=$SECONDS
-echo "[test] $(wc -l <"$queue") parts on $workers workers, longest first, and $wait_lanes waiting lane(s) for" \
-  "$waiting_parts; each part's log in $logs/<part>.log"
+echo "[test] $(wc -l <"$queue") parts on $workers workers, longest first; each part's log in $logs/<part>.log"
 pids=()
 for _ in $(seq 1 "$workers"); do
-  worker work &
-  pids+=("$!")
-done
-for _ in $(seq 1 "$wait_lanes"); do
-  worker wait &
+  worker &
   pids+=("$!")
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
