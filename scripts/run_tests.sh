@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # `make test` after venv and images: every test part, on MOTOR_TEST_LANES workers (default 3) that take the parts from
 # one queue, longest first (the expected seconds below are the measured ones of tests/README.md), so that no worker
-# idles while another still has a long queue (CI has 90 minutes on 2 cores). 3 workers keep both cores busy: a
-# clean-clone run measured the machine idle 2.5% of the time, so the suite is bound by CPU seconds (its own and its
-# simulated hosts'), and a fourth worker, even one kept for parts that mostly wait, shortens nothing. The one-time
-# builds run once, first, as two parts: `make prebuild-sim` (simulated host image, stand-in image) and `make
-# prebuild-conformance` (conformance image, real conductor; each cached by content). A part names the builds it needs
-# and a worker takes the first part in the queue whose builds are done, so unit, lint and sanity, then the
-# simulated-host parts, run while the conformance images still build, and no two parts build the same image at once.
-# Each part's output is kept in tests/output/lanes/<part>.log and printed whole when the part ends, with its status
-# and time; a failed part does not stop the others; the exit code is non-zero when any part failed. MOTOR_TEST_LANES=1
-# runs them one by one.
+# idles while another still has a long queue (CI has 90 minutes on 2 cores). The suite is bound by CPU: a clean-clone
+# run with these 3 workers and a fourth lane kept for conformance-rolls kept the machine 93% busy (97.5% while the
+# long parts ran; 6,005 CPU s in 3,243 s), about a third of it in the simulated hosts' containers, so a fourth lane
+# shortens nothing and a cut must lower CPU seconds. The one-time builds run once, first, as two parts: `make
+# prebuild-sim` (simulated host image, stand-in image) and `make prebuild-conformance` (conformance image, real
+# conductor; each cached by content). A part names the builds it needs and a worker takes the first part in the queue
+# whose builds are done, so unit, lint and sanity, then the simulated-host parts, run while the conformance images
+# still build, and no two parts build the same image at once. Each part's output is kept in
+# tests/output/lanes/<part>.log and printed whole when the part ends, with its status and time; a failed part does not
+# stop the others; the exit code is non-zero when any part failed. MOTOR_TEST_LANES=1 runs them one by one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,29 +18,29 @@ cd "$(dirname "$0")/.."
 # Integration and conformance run as one part per module (or group of short modules): each module brings up its
 # own simulated cluster, so nothing is shared across parts that a split would pay twice.
 parts=(
-  "conformance-rolls|1425|sim,conformance|make --no-print-directory conformance-rolls"
-  "conformance-deploy-separation|437|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
-  "conformance-deploy-hybrid|500|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
-  "conformance-benchmark|496|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
-  "conformance-multipod|546|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
-  "conformance-standby|600|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_standby.py"
-  "conformance-smoke|252|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
-  "integration-faults|350|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
-  "integration-bad-input|167|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"
-  "integration-ops|532|sim|make --no-print-directory integration FILES='tests/integration/test_day2.py tests/integration/test_host_failure.py tests/integration/test_heal.py'"
-  "integration-hosts|270|sim|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
-  "integration-deploys|191|sim|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
-  "integration-security|238|sim|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_monitoring.py'"
-  "integration-tls|320|sim|make --no-print-directory integration FILES='tests/integration/test_verify_tls.py'"
-  "integration-etcd|227|sim|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
-  "molecule-pd_separation|368|sim|make --no-print-directory molecule SCENARIOS=pd_separation"
-  "molecule-day2|385|sim|make --no-print-directory molecule SCENARIOS=day2"
-  "molecule-pd_hybrid|245|sim|make --no-print-directory molecule SCENARIOS=pd_hybrid"
-  "molecule-image_build|395|sim|make --no-print-directory molecule SCENARIOS=image_build"
-  "fleet-faults|195|sim|make --no-print-directory fleet-faults"
-  "unit|234|-|make --no-print-directory unit"
-  "sanity|166|-|make --no-print-directory sanity"
-  "lint|85|-|make --no-print-directory lint"
+  "conformance-rolls|1638|sim,conformance|make --no-print-directory conformance-rolls"
+  "conformance-deploy-separation|636|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
+  "conformance-deploy-hybrid|654|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
+  "conformance-benchmark|529|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
+  "conformance-multipod|678|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
+  "conformance-standby|699|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_standby.py"
+  "conformance-smoke|103|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
+  "integration-faults|300|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
+  "integration-bad-input|174|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"
+  "integration-ops|726|sim|make --no-print-directory integration FILES='tests/integration/test_day2.py tests/integration/test_host_failure.py tests/integration/test_heal.py'"
+  "integration-hosts|196|sim|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
+  "integration-deploys|225|sim|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
+  "integration-security|265|sim|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_monitoring.py'"
+  "integration-tls|251|sim|make --no-print-directory integration FILES='tests/integration/test_verify_tls.py'"
+  "integration-etcd|270|sim|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
+  "molecule-pd_separation|559|sim|make --no-print-directory molecule SCENARIOS=pd_separation"
+  "molecule-day2|544|sim|make --no-print-directory molecule SCENARIOS=day2"
+  "molecule-pd_hybrid|209|sim|make --no-print-directory molecule SCENARIOS=pd_hybrid"
+  "molecule-image_build|432|sim|make --no-print-directory molecule SCENARIOS=image_build"
+  "fleet-faults|217|sim|make --no-print-directory fleet-faults"
+  "unit|233|-|make --no-print-directory unit"
+  "sanity|202|-|make --no-print-directory sanity"
+  "lint|80|-|make --no-print-directory lint"
 )
 
 # A module no part names still runs: in a part of its own ("<suite>-other"), so a new test file is never left out.
@@ -61,7 +61,7 @@ done
 # MOTOR_TEST_DEMO=1 (.ci/run): `make demo` as one more part, asserting its KV-cache hits and torn down after, so the
 # demo a new user runs first shares the workers with the tests instead of running after all of them.
 if [ "${MOTOR_TEST_DEMO:-0}" = 1 ]; then
-  parts+=("demo|240|sim|MOTOR_DEMO_ASSERT=1 MOTOR_DEMO_TEARDOWN=1 make --no-print-directory demo")
+  parts+=("demo|438|sim|MOTOR_DEMO_ASSERT=1 MOTOR_DEMO_TEARDOWN=1 make --no-print-directory demo")
 fi
 
 # MOTOR_TEST_ONLY="unit lint ...": those parts only (names as above), for a quick run of a few.
