@@ -1,5 +1,6 @@
-"""Certificates for the etcd suites (tests/integration/test_etcd.py, tests/conformance/test_standby.py): a CA, leaf
-certificates for server and client use with IP SANs, and a file placed on a simulated host (root's, mode 0600)."""
+"""Certificates for the etcd suites (tests/integration/test_etcd.py, tests/conformance/test_standby.py) and the
+controller's TLS unit tests: a CA, leaf certificates for server and client use with IP SANs, and a file placed on a
+simulated host (root's, mode 0600). Only ``place`` needs the simulated hosts (simctl, imported there)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import base64
 import datetime
 import ipaddress
 import os
-
-import simctl
 
 
 def pem_ca(common_name: str):
@@ -54,6 +53,8 @@ def pem_leaf(ca, common_name: str, ips: list[str], password: bytes | None = None
 
 
 def place(host: str, path: str, data: bytes) -> None:
+    import simctl  # pylint: disable=import-outside-toplevel  # the unit tests use the certificates only
+
     rc, out = simctl.host_exec(host, f"mkdir -p {os.path.dirname(path)} && echo {base64.b64encode(data).decode()} "
                                      f"| base64 -d > {path} && chmod 600 {path}")
     assert rc == 0, out

@@ -10,13 +10,9 @@ real mutual-TLS server on 127.0.0.1 with an encrypted client key."""
 from __future__ import annotations
 
 import contextlib
-import datetime
-import http.server
-import ipaddress
 import json
 import ssl
 import sys
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,6 +29,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets 
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import drain_context, roll_drain
+from ansible_collections.pymotor.ascend.tests.integration.etcd_tls import pem_ca, pem_leaf
+from ansible_collections.pymotor.ascend.tests.unit.local_http import local_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers of the neighbouring tests (importlib mode)
 
@@ -55,32 +53,13 @@ def tls_plan():
 def pki(tmp_path_factory):
     """A CA, one certificate for 127.0.0.1 (server and client use) and its key encrypted with PASSWORD: the
     controller's copies, in a directory of their own."""
-    x509 = pytest.importorskip("cryptography.x509")
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "unit CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "unit")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    pytest.importorskip("cryptography.x509")
+    ca = pem_ca("unit CA")
+    leaf = pem_leaf(ca, "unit", ["127.0.0.1"], PASSWORD.encode())
     directory = tmp_path_factory.mktemp("controller-certs")
-    pem = serialization.Encoding.PEM
-    (directory / "ca.crt").write_bytes(ca.public_bytes(pem))
-    (directory / "server.crt").write_bytes(cert.public_bytes(pem))
-    (directory / "server.key").write_bytes(key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL,
-                                                             serialization.BestAvailableEncryption(PASSWORD.encode())))
+    (directory / "ca.crt").write_bytes(ca[2])
+    (directory / "server.crt").write_bytes(leaf["crt"])
+    (directory / "server.key").write_bytes(leaf["key"])
     (directory / "key_pwd.txt").write_text(PASSWORD + "\n")
     return {name: str(directory / base) for name, base in (
         ("motor_tls_ca_file", "ca.crt"), ("motor_tls_cert_file", "server.crt"), ("motor_tls_key_file", "server.key"),
@@ -93,34 +72,16 @@ def mutual_tls_server(pki):
     tls_config on); GET answers {"ready": true}, POST echoes its body; yields (base URL, list of requests seen)."""
     seen = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def answer(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            seen.append((self.command, self.path, self.connection.getpeercert() is not None))
-            data = body if self.command == "POST" else b'{"ready": true}'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = answer  # noqa: N815 (http.server's names)
-
-        def log_message(self, *args):
-            pass
+    def answer(method, path, headers, body):
+        seen.append((method, path, headers.get("X-Client-Certificate") == "verified"))
+        return 200, body if method == "POST" else b'{"ready": true}', {}
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki["motor_tls_cert_file"], pki["motor_tls_key_file"], password=PASSWORD)
     context.load_verify_locations(pki["motor_tls_ca_file"])
     context.verify_mode = ssl.CERT_REQUIRED
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield "https://127.0.0.1:%d" % server.server_address[1], seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_server(answer, tls=context) as base:
+        yield base, seen
 
 
 def run_motor_wait(args, task_vars):
