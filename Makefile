@@ -103,6 +103,8 @@ prebuild: prebuild-sim prebuild-conformance
 prebuild-sim: venv images
 	$(BIN)/python tests/sim/simctl.py build
 	$(BIN)/python extensions/molecule/pd_separation/standin_image.py local/pymotor-fault:test
+	@# the conductor-patched stand-in of the demo and the molecule scenarios, built once: they tag it (same inputs)
+	bash scripts/build_standin_conductor.sh local/pymotor-standin:prebuilt-conductor .build/prebuild-conductor pymotor-prebuild
 
 prebuild-conformance: venv images
 	@if [ -z "$$($(BIN)/python tests/conformance/build_image.py --absent-reason)" ]; then \

@@ -35,23 +35,11 @@ echo "== Simulated cluster: 2 x 800I_A2 + control host (prefix $prefix)"
 python tests/sim/simctl.py up --count 2 --hardware 800I_A2 --control --prefix "$prefix" --inventory "$inventory"
 
 echo "== Image: PyMotor stand-in + mooncake_conductor -> $image on every host"
-base=$(python tests/sim/motor_image/build.py | tail -n 1)
 if [ "$build_mode" = fast ]; then
   python extensions/molecule/pd_separation/standin_image.py "$image" >/dev/null
   python tests/sim/simctl.py load-image --prefix "$prefix" "$image"
 else
-  go_version=1.23.9
-  go_tarball=$(GO_VERSION=$go_version PYTHON="$repo/.venv/bin/python" tests/fixtures/mooncake/make_go_tarball.sh "$repo/.build" | tail -n 1)
-  tests/fixtures/mooncake/make_repo.sh "$state/mooncake" >/dev/null
-  ansible-playbook -i "$inventory" playbooks/build_image.yml \
-    -e motor_build_host=localhost -e motor_base_image="$base" -e motor_image="$image" \
-    -e conductor_image_mooncake_repo="$state/mooncake" -e conductor_image_go_version=$go_version \
-    -e conductor_image_go_tarball="$go_tarball" -e conductor_image_go_sha256="$(cut -d' ' -f1 "$go_tarball.sha256")" \
-    -e conductor_image_goproxy=off -e conductor_image_goflags=-mod=mod \
-    -e conductor_image_work_dir="$state/work" -e conductor_image_build_container="$prefix-build" \
-    -e conductor_image_go_cache_dir="$repo/.build/go-build-cache" \
-    -e conductor_image_candidate_image="local/${prefix}-candidate:build" \
-    -e image_distribution_cache_dir="$state/cache" -e image_distribution_controller_dir="$state/controller-cache"
+  scripts/build_standin_conductor.sh "$image" "$state" "$prefix" "$inventory"
 fi
 
 echo "== Deploying $config_dir"
