@@ -1,11 +1,12 @@
 """Bad input never reaches a host: broken user_config.json / env.json / inventory combinations through the real
 ``playbooks/deploy.yml`` against a simulated cluster (one 800I_A2 engine host + a control host, prefix pymotor-badin).
 
-The cases are every case of tests/fixtures/bad_inputs/cases.yaml (its header describes the format) plus every third
+The cases are every case of tests/fixtures/bad_inputs/cases.yaml (its header describes the format) plus every sixth
 case of tests/unit/fixtures/configs/broken_cases.yaml (all of them with MOTOR_BAD_INPUT_ALL=1): the unit suite puts
-each of those through the filter already, and through deploy.yml they all end in the same validate task. For each one ansible-playbook must fail in a localhost task of validate.yml or
-of the planning (plan.yml / roles/motor_plan, the case's stage), the reported problems must all read
-``<path>: <message> (<hint>)`` and name every path the case expects, and nothing may have been written on the
+each of those through the filter already, and through deploy.yml they all end in the same validate task (a run costs
+about 1.4 CPU s, mostly ansible-playbook's own start, and the suite is bound by CPU). For each one ansible-playbook
+must fail in a localhost task of validate.yml or of the planning (plan.yml / roles/motor_plan, the case's stage),
+the reported problems must all read ``<path>: <message> (<hint>)`` and name every path the case expects, and nothing may have been written on the
 controller (no plan file, no other file in the case's directory). A validation failure runs no task on a simulated
 host; before a plan failure deploy.yml reads the hosts (its read-only discovery: the role's argument check,
 docker_host_info and a set_fact, ok with changed=0), and no other host task may have run. After all cases the hosts
@@ -76,7 +77,7 @@ pytestmark = pytest.mark.docker
 
 def load_cases() -> list[dict]:
     cases = []
-    every = 1 if os.environ.get("MOTOR_BAD_INPUT_ALL") == "1" else 3
+    every = 1 if os.environ.get("MOTOR_BAD_INPUT_ALL") == "1" else 6
     for case in yaml.safe_load(UNIT_CORPUS.read_text(encoding="utf-8"))["cases"][::every]:
         case = dict(case, id=f"cfg-{case['name']}", stage="validate", category="config")
         if not isinstance(case.get("user", {}), dict) or not isinstance(case.get("env", {}), dict):
