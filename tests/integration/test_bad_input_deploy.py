@@ -5,15 +5,15 @@ The cases are every case of tests/fixtures/bad_inputs/cases.yaml (its header des
 case of tests/unit/fixtures/configs/broken_cases.yaml (all of them with MOTOR_BAD_INPUT_ALL=1): the unit suite puts
 each of those through the filter already, and through deploy.yml they all end in the same validate task (a run costs
 about 1.4 CPU s, mostly ansible-playbook's own start, and the suite is bound by CPU). For each one ansible-playbook
-must fail in a localhost task of validate.yml or of the planning (plan.yml / roles/motor_plan, the case's stage),
-the reported problems must all read ``<path>: <message> (<hint>)`` and name every path the case expects, and nothing
-may have been written on the controller (no plan file, no other file in the case's directory). A validation failure runs no task on a simulated
-host; before a plan failure deploy.yml reads the hosts (its read-only discovery: the role's argument check,
-docker_host_info and a set_fact, ok with changed=0), and no other host task may have run. After all cases the hosts
-must be unchanged: the same containers, images, volumes and networks in their dockerd (none), no /etc/pymotor,
-/var/cache/pymotor or /var/log/pymotor, and no file written anywhere on their root filesystem since the run began
-(directories may only show the footprint of the discovery's read-only module run: an empty Ansible remote_tmp and
-the mtime of /tmp). No image is loaded into the hosts: nothing may get that far.
+must fail in a localhost task of validate.yml or of the planning (plan.yml / roles/motor_plan, the case's stage), the
+reported problems must all read ``<path>: <message> (<hint>)`` and name every path the case expects, and nothing may
+have been written on the controller (no plan file, no other file in the case's directory). A validation failure runs
+no task on a simulated host; before a plan failure deploy.yml reads the hosts (its read-only discovery: the role's
+argument check, docker_host_info and a set_fact, ok with changed=0), and no other host task may have run. After all
+cases the hosts must be unchanged: the same containers, images, volumes and networks in their dockerd (none), no
+/etc/pymotor, /var/cache/pymotor or /var/log/pymotor, and no file written anywhere on their root filesystem since the
+run began (directories may only show the footprint of the discovery's read-only module run: an empty Ansible
+remote_tmp and the mtime of /tmp). No image is loaded into the hosts: nothing may get that far.
 
 The cases run once for the module, as parallel ansible-playbook processes; each case then reports as its own test.
 """
