@@ -1,7 +1,7 @@
-"""A deploy on a simulated fleet of 24 Atlas 800I A3 hosts (tests/sim/fleet, no Docker needed) with two hosts gone
+"""A deploy on a simulated fleet of 12 Atlas 800I A3 hosts (tests/sim/fleet, no Docker needed) with two hosts gone
 (issue 34): one refuses connections from the start (its Docker engine does not answer at discovery), one is
 black-holed once the tier steps are done (its containers started), before the readiness wait. With
-``motor_service_max_fail_percentage=10`` (2 of 25 hosts) the deploy goes on without what needs them, ends within its
+``motor_service_max_fail_percentage=20`` (2 of 13 hosts: 15 %) the deploy goes on without what needs them, ends within its
 readiness deadline, every other engine answers, the end names both hosts and the instances left out, and it exits
 non-zero; a re-run with both hosts back converges. With the default share (0) a host black-holed in the wait fails
 the deploy with the readiness error within its deadline: the log tails it reads have one too (a read on the
@@ -24,14 +24,17 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "sim" / "fleet"))
 import fleet  # noqa: E402  pylint: disable=wrong-import-position
 
-HOSTS = 24
+# 12 hosts: the rules are the same at any count (bench/fleet measures the scale), and each host costs CPU seconds on a
+# suite bound by CPU
+HOSTS = 12
+SHARE = 20  # motor_service_max_fail_percentage: 2 of the 13 hosts (12 + the control host) may fail
 REFUSED, BLACKHOLED = "npu-0003", "npu-0010"
 READY_TIMEOUT = 30
 # the first task after the tier steps: the black-holed host's containers were started, the readiness wait follows
 WAIT_TASK = "Stop when too many hosts of the plan did not finish the steps"
 
 
-def _deploy(state: Path, on_line=None, share=10, extra=()) -> tuple[int, str, float, float | None]:
+def _deploy(state: Path, on_line=None, share=SHARE, extra=()) -> tuple[int, str, float, float | None]:
     """(rc, output, wall seconds, seconds from the end of the tier steps to the end)."""
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
            "PYTHONPATH": str(REPO / ".build" / "collections"), "ANSIBLE_FORCE_COLOR": "0",
@@ -74,7 +77,7 @@ def fleet_state(tmp_path, request):
     state = tmp_path / "fleet"
     state.mkdir()
     fleet.prepare(state, hosts, net=22)  # bench/fleet serves 127.21.*
-    fleet.seed_config(state, hosts)  # 24 hosts: 6 + 6 instances of 2 pods
+    fleet.seed_config(state, hosts)  # 12 hosts: 3 + 3 instances of 2 pods
     server = fleet.start(state, plan=state / "plan.json", log=state / "fleet.log")
     yield state
     fleet.stop(server)
@@ -121,7 +124,6 @@ def test_a_refused_and_a_black_holed_host_are_left_out_and_rerun_converges(fleet
     assert rc == 0 and changed and sum(changed) == 0, out[-3000:]
 
 
-@pytest.mark.parametrize("fleet_state", [12], indirect=True)
 def test_by_default_a_host_black_holed_in_the_wait_fails_the_deploy_within_its_deadline_with_the_log_tails(fleet_state):
     state = fleet_state
     black = "npu-0004"  # a prefill pod's host (3 + 3 instances of 2 pods on 12 hosts)
