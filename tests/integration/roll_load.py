@@ -54,12 +54,14 @@ def post_stream(url: str, model: str, max_tokens: int, timeout: float = 120) -> 
 
 class Client(threading.Thread):
     """Chat requests back to back through the coordinator: (start, end, status) of each; with ``stream_tokens``,
-    streaming requests of that many output tokens (``post_stream``)."""
+    streaming requests of that many output tokens (``post_stream``); with ``pace``, one request every ``pace`` s at
+    most (a job that must go on serving for minutes, where back to back would only spend CPU: the suite is bound by
+    it)."""
 
-    def __init__(self, url: str, model: str, stream_tokens: int = 0):
+    def __init__(self, url: str, model: str, stream_tokens: int = 0, pace: float = 0.0):
         super().__init__(daemon=True)
         self.url, self.model, self.done, self.results = url, model, threading.Event(), []
-        self.stream_tokens = stream_tokens
+        self.stream_tokens, self.pace = stream_tokens, pace
 
     def run(self):
         while not self.done.is_set():
@@ -67,8 +69,9 @@ class Client(threading.Thread):
             status = (post_stream(self.url, self.model, self.stream_tokens) if self.stream_tokens
                       else post_chat(self.url, self.model))
             self.results.append((start, time.time(), status))
-            if status != 200:
-                time.sleep(0.05)
+            rest = max(self.pace - (time.time() - start), 0.05 if status != 200 else 0.0)
+            if rest:
+                self.done.wait(rest)
 
 
 def longest_gap(results: list) -> float:
@@ -115,11 +118,11 @@ def under_load(url: str, model: str, run: Callable[[], subprocess.CompletedProce
 
 
 def under_streaming_load(url: str, model: str, run: Callable[[], object], streams: int,
-                         stream_tokens: int) -> tuple[list, list, object]:
-    """Run ``run`` while one Client sends chat back to back and ``streams`` more send streaming chat of
-    ``stream_tokens`` output tokens each; (the chat results, every stream's results, run's). Each client finishes
-    the request it is in before it stops (a stream is not cut by the test)."""
-    clients = [Client(url, model)] + [Client(url, model, stream_tokens) for _ in range(streams)]
+                         stream_tokens: int, pace: float = 0.0) -> tuple[list, list, object]:
+    """Run ``run`` while one Client sends chat back to back (or one every ``pace`` s) and ``streams`` more send
+    streaming chat of ``stream_tokens`` output tokens each; (the chat results, every stream's results, run's). Each
+    client finishes the request it is in before it stops (a stream is not cut by the test)."""
+    clients = [Client(url, model, pace=pace)] + [Client(url, model, stream_tokens) for _ in range(streams)]
     for client in clients:
         client.start()
     try:
