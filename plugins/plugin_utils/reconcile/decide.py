@@ -312,8 +312,9 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
 def pair_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
     """Per master/standby role that moves as a pair (``reconcile``'s ``pairs``, pair_roll.py), in the order the
     controller then the coordinator: its ``replicas`` (name, host, own readiness and liveness URLs, the
-    motor_containers ``runs`` that recreate it), ``ready``: the role ready through the VIP (the new master), and
-    ``after``: for the coordinator, that it routes every instance again, before the old master is recreated."""
+    motor_containers ``runs`` that recreate it), ``vip_readiness``: the role's readiness through the VIP (HTTP 200:
+    a master answers there again), and ``after``: for the coordinator, that it reports ready and routes every instance
+    again, before the old master is recreated."""
     by_name = {c["name"]: c for c in plan.get("containers") or []}
     targets = service_targets(plan)
     out = []
@@ -323,11 +324,13 @@ def pair_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
             continue
         replicas = [dict(r, runs=_instance_runs(plan, [by_name[r["name"]]], result, judged))
                     for r in pair_targets(plan, role) if r["name"] in by_name]
-        after = routes_checks(plan, timeouts["ready"], None,
-                              "the new coordinator master routes every instance") if role == "coordinator" else []
+        after = []
+        if role == "coordinator":  # a new coordinator master answers 200 before it has its instances (ready: false)
+            after = [_check("the new coordinator master reports ready", "ready", targets[role], timeouts["ready"],
+                            [role, "controller"])]
+            after += routes_checks(plan, timeouts["ready"], None, "the new coordinator master routes every instance")
         out.append({"role": role, "replicas": replicas, "stop_timeout": PAIR_STOP_TIMEOUT_S, "after": after,
-                    "ready": [_check("the %s is ready through the VIP (its new master)" % role, "ready", targets[role],
-                                     timeouts["ready"], [role])]})
+                    "vip_readiness": targets[role]["url"]})
     return out
 
 

@@ -133,7 +133,9 @@ def test_pair_work_reads_each_replica_and_waits_on_the_vip():
         ("mindie-motor-controller-2", "c2", f"http://10.0.0.12:{api}/readiness", f"http://10.0.0.12:{api}/liveness")]
     assert [r["runs"][0]["host"] for r in controller["replicas"]] == ["c1", "c2"]
     assert [c["name"] for c in controller["replicas"][1]["runs"][0]["containers"]] == ["mindie-motor-controller-2"]
-    assert controller["ready"][0]["url"] == f"http://{VIP}:{api}/readiness" and controller["after"] == []
-    assert coordinator["ready"][0]["url"] == f"http://{VIP}:{mgmt}/readiness"
-    assert [c["until"] for c in coordinator["after"]] == ["routes"]
+    assert controller["vip_readiness"] == f"http://{VIP}:{api}/readiness" and controller["after"] == []
+    assert coordinator["vip_readiness"] == f"http://{VIP}:{mgmt}/readiness"
+    # a new coordinator master answers 200 with ready: false until it has its instances
+    assert [c["until"] for c in coordinator["after"]] == ["ready", "routes"]
+    assert coordinator["after"][0]["url"] == f"http://{VIP}:{mgmt}/readiness"
     assert pair_targets(plan, "coordinator")[1]["readiness"] == f"http://10.0.0.12:{mgmt}/readiness"
