@@ -7,7 +7,9 @@ deploy.yml builds and ships the etcd and VIP images, runs etcd, keepalived and H
 ``all deploy end.``, verify.yml passes through the VIP and a second run changes nothing. Then the whole control host of
 both masters (the simulated host's container) is stopped while a client sends chat back to back through the VIP: chat
 answers again within 30 s with no command run, the failed requests are counted, the coordinator routes every instance
-again, and the host started again rejoins with its replicas as standby (readiness 503) while the VIP stays."""
+again, and the host started again rejoins with its replicas as standby (readiness 503) while the VIP stays. Under
+chat too: a control-plane image upgrade (a new image id on the two replica hosts) moves each pair standby first with
+the engines running, and the witness host's etcd member stopped for 25 s fails nothing."""
 
 from __future__ import annotations
 
