@@ -18,7 +18,8 @@ and the work each host and the controller do after it (pure, no I/O; the action 
   together with that step's starts;
 - ``upgrade``: what a roll waits for first and prints (``reconcile/upgrade.py``); ``readiness``: the motor_wait
   checks of the service; ``rolling``: per engine instance whose own config changed,
-  its starts per host and its readiness checks; ``stalls`` and ``repairs``: the engine pods the readiness wait watches
+  its starts per host and its readiness checks; ``pairs``: the master/standby roles that move as a pair
+  (``pair_work``); ``stalls`` and ``repairs``: the engine pods the readiness wait watches
   for upstream's registration race and, per engine instance, the runs that restart its pods (``stall_work``);
   ``containers``: name, host and role of every planned container
   (no user_config: the rescue of a readiness wait picks the log tails from it); ``states``: the state of every
@@ -44,6 +45,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded 
     without_hosts,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.pair_roll import PAIR_STOP_TIMEOUT_S, pair_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts, runtime_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
@@ -307,6 +309,31 @@ def rolling_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list
     return out
 
 
+def pair_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
+    """Per master/standby role that moves as a pair (``reconcile``'s ``pairs``, pair_roll.py), in the order the
+    controller then the coordinator: its ``replicas`` (name, host, own readiness and liveness URLs, the
+    motor_containers ``runs`` that recreate it), ``vip_readiness``: the role's readiness through the VIP (HTTP 200:
+    a master answers there again), and ``after``: for the coordinator, that it reports ready and routes every instance
+    again, before the old master is recreated."""
+    by_name = {c["name"]: c for c in plan.get("containers") or []}
+    targets = service_targets(plan)
+    out = []
+    for role in ("controller", "coordinator"):
+        names = (result.get("pairs") or {}).get(role)
+        if not names:
+            continue
+        replicas = [dict(r, runs=_instance_runs(plan, [by_name[r["name"]]], result, judged))
+                    for r in pair_targets(plan, role) if r["name"] in by_name]
+        after = []
+        if role == "coordinator":  # a new coordinator master answers 200 before it has its instances (ready: false)
+            after = [_check("the new coordinator master reports ready", "ready", targets[role], timeouts["ready"],
+                            [role, "controller"])]
+            after += routes_checks(plan, timeouts["ready"], None, "the new coordinator master routes every instance")
+        out.append({"role": role, "replicas": replicas, "stop_timeout": PAIR_STOP_TIMEOUT_S, "after": after,
+                    "vip_readiness": targets[role]["url"]})
+    return out
+
+
 def _upgrade(plan: dict, result: dict, judged: dict, existing: dict, timeouts: dict) -> dict:
     skip = left_behind(result, existing)
     readiness = readiness_checks(plan, timeouts, skip)
@@ -410,6 +437,7 @@ def decide(plan: dict, hosts: list, probes: dict, settings: dict, overrides: dic
         "unreachable": unreachable,
         "readiness": readiness_checks(plan, timeouts),
         "rolling": rolling_work(plan, result, judged, timeouts),
+        "pairs": pair_work(plan, result, judged, timeouts),
         "upgrade": _upgrade(plan, result, judged, existing, timeouts),
         **stall_work(plan, result, judged),
         "states": discovered_states({h: probes.get(h) for h in hosts}),

@@ -6,7 +6,8 @@
 Per container an action (create, recreate, start, keep, remove) with the reason, and how: ``first`` (removed
 before any tier starts), ``drain`` (prefill/union containers unregistered from the KV conductor first),
 ``parallel`` (started in their tier on all hosts at once), ``rolling`` (engine instances whose own config changed,
-one instance at a time). Instance counts are left out of the hashes: scaling restarts nobody else.
+one instance at a time), ``pair`` (the replicas of a master/standby role that change only their image: standby
+first, then the master, after the tiers: pair_roll.py). Instance counts are left out of the hashes: scaling restarts nobody else.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import (
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.healer import is_host_agent
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, dependencies
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name, parse_parts
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.pair_roll import PAIR_REASON, mark_pairs
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.upgrade import image_only
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.text import render_table
 
@@ -76,11 +78,19 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
                     upgraded.add(name)
         actions[name] = row
 
+    # Master/standby replicas that change only their image move as a pair after the tiers (pair_roll.py); their
+    # dependents outlive the move, as they outlive a failover.
+    running = {name for name, (host, item) in found.items() if state_of(item) == "running"}
+    pairs = mark_pairs(plan, actions, upgraded, running)
+
     # A dependency that restarts restarts its dependents; engines must be gone before their controller returns,
     # unless the dependency only changes its image: running engines re-register with it and roll (upgrade.py).
     for name, row in actions.items():
-        restarting = [d for d in deps[name] if actions[d]["action"] in ("create", "recreate")]
+        restarting = [d for d in deps[name] if actions[d]["action"] in ("create", "recreate")
+                      and actions[d]["mode"] != "pair"]
         if not restarting or row["action"] == "create":
+            continue
+        if row["mode"] == "pair" and set(restarting) <= upgraded:  # the pair moves after them (a new KV conductor)
             continue
         if row["role"] in ENGINE_ROLES and set(restarting) <= upgraded:
             if row["action"] == "recreate" and row["reason"] == "dependency changed":
@@ -90,6 +100,13 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
         own = row["reason"] if row["action"] == "recreate" and row["reason"] != "dependency changed" else ""
         row.update(action="recreate", reason=f"{own}; {why}" if own else why,
                    mode="first" if row["role"] in ENGINE_ROLES else "parallel")
+
+    # a replica that restarts with a dependency (its KV conductor) starts in its tier step, not as a pair
+    for role, names in list(pairs.items()):
+        if any(actions[n]["mode"] != "pair" for n in names):
+            del pairs[role]
+            for n in names:
+                actions[n].update(mode="parallel", reason=actions[n]["reason"].replace("; " + PAIR_REASON, ""))
 
     # Engine instances whose own config changed roll one at a time; all pods of such an instance go together.
     rolling_jobs = []
@@ -137,6 +154,7 @@ def reconcile(plan: dict, parts: dict, existing: dict) -> dict:
         "drain": [r for r in removals if r["mode"] == "drain"],
         "start": start,
         "rolling": rolling,
+        "pairs": pairs,
         "changes": [r for r in rows if r["action"] != "keep"],
     }
 

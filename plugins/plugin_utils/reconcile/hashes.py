@@ -11,6 +11,7 @@ import json
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import ENGINE_ROLES, SCALE_KEYS
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.render import plan_user_config, weight_dir
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.single import SINGLE_ROLE
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.pair_roll import dependency_digest
 
 
 def shared_spec(settings: dict, mounts: list, plan: dict) -> dict:
@@ -123,9 +124,10 @@ def container_hashes(plan: dict, parts: dict) -> tuple[dict, dict]:
         p = parts.get(c["name"]) or {}
         own[c["name"]] = sha256_hex("\n".join(str(p.get(k, "")) for k in ("image", "spec", "shared")))
     deps = dependencies(plan)
+    as_dependency = dependency_digest(plan, parts, own)  # a master/standby replica: its own config only
     hashes, labels = {}, {}
     for name, digest in own.items():
-        dep_digest = sha256_hex(",".join(own[d] for d in deps[name])) if deps[name] else "-"
+        dep_digest = sha256_hex(",".join(as_dependency[d] for d in deps[name])) if deps[name] else "-"
         hashes[name] = digest if dep_digest == "-" else sha256_hex(digest + "," + dep_digest)
         p = parts.get(name) or {}
         values = [str(p.get(k, ""))[:12] for k in ("image", "spec", "shared")] + [dep_digest[:12]]

@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, pymotor.ascend contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The roll of a master/standby pair (docs/ha.md "Rolls and heals"; pure functions, no I/O).
+
+When both running replicas of a replicated role (the plan's ``standby.replicas``) change only their image, the tier
+steps leave them alone (mode ``pair``) and the deploy moves the pair after the tiers (``roll_pair.yml``): recreate
+the standby, wait until it is back as a live standby (``/readiness`` 503 "Not master", ``/liveness`` 200), stop the
+master cleanly - upstream's standby thread releases the etcd lock when it stops
+(``motor/common/standby/standby_manager.py:184-188``, on SIGTERM through ``motor/controller/main.py:233-242`` and
+``motor/coordinator/daemon/coordinator_daemon.py:119-133``), so the other replica takes it at its next round, not
+after the lock's TTL - wait until the role is ready through the VIP, then recreate the old master, which comes back
+as standby. The engines keep running: their node managers and the coordinator reach the new master through the VIP
+as after a failover, so an image change of a replicated role does not restart its dependents (``dependency_digest``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+PAIR_REASON = "moves as a pair: standby first, then the master"
+# upstream's standby loop sleeps master_standby_check_interval (5 s, motor/config/standby.py) before it sees the stop
+# and releases the lock (standby_manager.py:182-188): the master needs that long after SIGTERM, plus its modules' stop
+PAIR_STOP_TIMEOUT_S = 30
+
+
+def replica_names(plan: dict) -> dict:
+    """role -> the container names of its replicas (empty without master/standby)."""
+    replicas = ((plan or {}).get("standby") or {}).get("replicas") or {}
+    return {role: [r["container"] for r in items] for role, items in replicas.items() if len(items) > 1}
+
+
+def dependency_digest(plan: dict, parts: dict, own: dict) -> dict:
+    """name -> the digest a dependent's hash takes of this container: its own hash, but for a replica of a
+    master/standby role only its own config (``spec``): its image and role settings change by a pair move that the
+    dependents outlive."""
+    replicated = {n for names in replica_names(plan).values() for n in names}
+    return {name: (hashlib.sha256(str((parts.get(name) or {}).get("spec", "")).encode()).hexdigest()
+                   if name in replicated else digest) for name, digest in own.items()}
+
+
+def mark_pairs(plan: dict, actions: dict, upgraded: set, running: set) -> dict:
+    """Set mode ``pair`` on the replicas of each role whose replicas all run and are all recreated for an image
+    change alone (``upgraded``); role -> their names. Any other change of a replica (its own config, one replica not
+    running) recreates them in the tier step as before."""
+    pairs = {}
+    for role, names in replica_names(plan).items():
+        rows = [actions.get(n) for n in names]
+        if all(r and r["action"] == "recreate" and r["mode"] == "parallel" and n in upgraded and n in running
+               for n, r in zip(names, rows)):
+            for row in rows:
+                row.update(mode="pair", reason="%s; %s" % (row["reason"], PAIR_REASON))
+            pairs[role] = names
+    return pairs
+
+
+def pair_targets(plan: dict, role: str) -> list:
+    """Each replica of ``role``: name, host, its own ``readiness`` and ``liveness`` URLs (the controller's API port,
+    the coordinator's management port; plain HTTP: validation refuses management TLS with master/standby)."""
+    port = (plan.get("controller") or {}).get("api_port") if role == "controller" else \
+        (plan.get("coordinator") or {}).get("mgmt_port")
+    out = []
+    for replica in ((plan.get("standby") or {}).get("replicas") or {}).get(role) or []:
+        base = "http://%s:%s" % (replica["ip"], port)
+        out.append({"name": replica["container"], "host": replica["host"], "readiness": base + "/readiness",
+                    "liveness": base + "/liveness"})
+    return out
