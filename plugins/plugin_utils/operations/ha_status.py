@@ -24,7 +24,8 @@ def ha_reads(inspections, etcd_inspections=None) -> dict:
     """What status.yml reads on one host: ``probes``, per controller/coordinator container the host path of its
     health check's target file (``reconcile/probes.py``: the probe runs ``python3 <dir>/motor_probe.py
     <dir>/motor_probe.json``, the config directory mounted at the same path), and ``etcd``: the etcd member
-    container's name and its loopback client URL (from its ``--listen-client-urls``), or None without one."""
+    container's name and its loopback client URL (from its ``--listen-client-urls``; None and its ``state`` when it
+    does not run), or None without one."""
     probes = []
     for info in inspections or []:
         config = info.get("Config") or {}
@@ -34,7 +35,10 @@ def ha_reads(inspections, etcd_inspections=None) -> dict:
             probes.append({"container": str(info.get("Name", "")).lstrip("/"), "role": role, "file": test[-1]})
     etcd = None
     for info in etcd_inspections or []:
-        if not (info.get("State") or {}).get("Running"):
+        state = info.get("State") or {}
+        if not state.get("Running"):  # a member that does not run: a row that says so, nothing to ask
+            etcd = {"container": str(info.get("Name", "")).lstrip("/"), "endpoint": None,
+                    "state": str(state.get("Status") or "not running")}
             continue
         for arg in (info.get("Args") or []) + ((info.get("Config") or {}).get("Cmd") or []):
             if str(arg).startswith("--listen-client-urls="):
@@ -82,6 +86,8 @@ def host_read(readiness=None, addresses=None, vip=None, etcd=None) -> dict:
         replicas.append({"container": probe.get("container", ""), "role": probe.get("role", ""),
                          "status": result.get("status", -1), "body": body})
     held = None if not isinstance(addresses, str) or not vip else (" %s/" % vip) in addresses
+    if isinstance(etcd, dict) and etcd and "rc" not in etcd:  # not asked: the member's container does not run
+        etcd = {"container": etcd.get("container"), "rc": 1, "stderr": "container %s" % etcd.get("state", "not running")}
     return {"replicas": replicas, "vip_held": held, "etcd": etcd if isinstance(etcd, dict) and etcd else None}
 
 
@@ -114,6 +120,7 @@ def ha_table(status) -> str:
     for role, masters in (status.get("masters") or {}).items():
         if any(r["role"] == role for r in status.get("replicas") or []) and len(masters) != 1:
             problems.append("%s: %d masters" % (role, len(masters)))
+    problems += ["%s down" % r["container"] for r in status.get("replicas") or [] if r["replica"] == "down"]
     if len(status.get("vip_hosts") or []) != 1:
         problems.append("motor_vip held by %d hosts" % len(status.get("vip_hosts") or []))
     problems += ["etcd %s on %s" % (r["health"], r["host"]) for r in status.get("etcd") or []

@@ -64,7 +64,8 @@ def test_a_replica_that_does_not_answer_is_down_and_no_master_is_named():
     del hosts["ctl3"]
     status = ha_status(hosts)
     assert status["masters"]["controller"] == [] and status["replicas"][0]["replica"] == "down"
-    assert ha_table(status).splitlines()[0] == "master/standby (controller: 0 masters; motor_vip held by 0 hosts):"
+    assert ha_table(status).splitlines()[0] == ("master/standby (controller: 0 masters; j-controller down; motor_vip "
+                                                "held by 0 hosts):")
 
 
 def test_reads_name_each_replicas_probe_file_and_the_members_loopback_url():
@@ -80,7 +81,7 @@ def test_reads_name_each_replicas_probe_file_and_the_members_loopback_url():
     assert reads == {"probes": [{"container": "j-coordinator-2", "role": "coordinator",
                                  "file": "/etc/pymotor/j/j-coordinator-2/motor_probe.json"}],
                      "etcd": {"container": "pymotor-etcd", "endpoint": "https://127.0.0.1:2379"}}
-    assert ha_reads([], [dict(etcd, State={"Running": False})])["etcd"] is None
+    assert ha_reads([], [])["etcd"] is None  # no member on this host
     probe = json.dumps({"target": {"url": "http://10.0.0.2:1026/liveness", "tls": None}, "timeout": 30})
     assert readiness_url(probe) == "http://10.0.0.2:1026/readiness"
 
@@ -98,3 +99,12 @@ def test_a_hosts_raw_reads_become_its_entry():
     assert [r["replica"] for r in ha_status({"ctl2": read})["replicas"]] == ["standby", "down"]
     assert host_read(None, "inet 10.0.0.2/24", "10.0.0.20")["vip_held"] is False
     assert host_read(None, None, "10.0.0.200")["vip_held"] is None  # not read
+
+
+def test_a_member_whose_container_does_not_run_is_a_row_that_says_so():
+    stopped = {"Name": "/pymotor-etcd", "State": {"Running": False, "Status": "exited"}}
+    reads = ha_reads([], [stopped])
+    assert reads["etcd"] == {"container": "pymotor-etcd", "endpoint": None, "state": "exited"}
+    status = ha_status({"ctl1": host_read(None, None, None, reads["etcd"])})
+    assert status["etcd"][0]["health"] == "unhealthy: container exited"
+    assert "etcd unhealthy: container exited on ctl1" in ha_table(status).splitlines()[0]
