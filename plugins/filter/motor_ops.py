@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.ha_status import ha_reads, ha_status, ha_table, host_read, readiness_url
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.kv_events import (
     expected_kv_endpoints,
     kv_endpoint_urls,
@@ -50,6 +51,15 @@ def motor_ops_kv_endpoints(plan, containers=None):
 motor_ops_targets = service_targets  # Every URL of the job with its TLS settings.
 motor_ops_probe_args = probe_args  # The arguments of the affinity probe.
 motor_ops_monitoring = monitoring_files  # The Prometheus targets, rules, config and Grafana dashboard of a job.
+motor_ops_ha_reads = ha_reads  # What status.yml reads of master/standby on one host (replica probes, etcd member).
+motor_ops_readiness_url = readiness_url  # A replica's own /readiness URL from its health check's target file.
+
+
+def motor_ops_ha_status(per_host):
+    """The master/standby status (replica roles, VIP holder, etcd members) and its table text, from each host's raw
+    reads (``ha_status.host_read``'s arguments)."""
+    status = ha_status({host: host_read(**(read or {})) for host, read in (per_host or {}).items()})
+    return dict(status, text=ha_table(status))
 
 
 class FilterModule:
@@ -72,4 +82,7 @@ class FilterModule:
             "motor_ops_targets": motor_ops_targets,
             "motor_ops_probe_args": motor_ops_probe_args,
             "motor_ops_monitoring": motor_ops_monitoring,
+            "motor_ops_ha_reads": motor_ops_ha_reads,
+            "motor_ops_readiness_url": motor_ops_readiness_url,
+            "motor_ops_ha_status": motor_ops_ha_status,
         }

@@ -147,6 +147,25 @@ def pod_verdict(status, body, engines_answer):
     return "started" if engines_answer() else "stalled"
 
 
+# master/standby (docs/ha.md): what a replica's own ``GET /readiness`` says of it. Upstream answers 200 on the
+# master only and 503 "Not master" on a live standby: the controller (``controller_api.py:322-342``, detail reason
+# "Not master"; its /liveness stays 200 on a standby, :391-402) and the coordinator's management port
+# (``management_server.py:51-55``, "Coordinator is not master"; its /liveness reads the daemon only,
+# ``coordinator/domain/probe.py:175-189``). Any other answer (none, 503 for another reason) is "down".
+REPLICA_ROLES = ("master", "standby", "down")
+
+
+def replica_role(status, body):
+    """"master", "standby" or "down" of one controller/coordinator replica from its own /readiness answer
+    (``status``: -1 when nothing answered; ``body``: parsed JSON, text or None). A standby is alive and healthy:
+    the one rule that keeps the healers from restarting it and the waits from counting it as a fault."""
+    if status == 200:
+        return "master"
+    if status == 503 and "not master" in str(body).lower():
+        return "standby"
+    return "down"
+
+
 def condition_met(until, status, body, expected=None, text=""):
     """Whether one HTTP answer (status -1: no answer; body: parsed JSON or None) meets a readiness condition.
 

@@ -45,12 +45,13 @@ import urllib.parse
 try:  # in the collection (the Ansible controller, unit tests)
     from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules as rules
     from ansible_collections.pymotor.ascend.plugins.module_utils import motor_npu_smi as npu_smi
-    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import pod_verdict, routed_instances, unrouted
+    from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import (
+        pod_verdict, replica_role, routed_instances, unrouted)
 except ImportError:  # in a container's config directory, next to its copies (reconcile/healer.py)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import motor_heal_rules as rules  # type: ignore[no-redef]
     import motor_npu_smi as npu_smi  # type: ignore[no-redef]
-    from motor_health import pod_verdict, routed_instances, unrouted  # type: ignore[no-redef]
+    from motor_health import pod_verdict, replica_role, routed_instances, unrouted  # type: ignore[no-redef]
 
 # roles whose live instance makes upstream's coordinator ready (only_prefill is ready; only_decode is not)
 READY_ROLES = ("prefill", "union")
@@ -445,11 +446,26 @@ class Healer:
             return config["settle"]
         return rule["budget"]["settle"]
 
+    def standby(self):
+        """True when this controller's own replica is not the master (master/standby: ``own`` is its /readiness).
+        Its rules end the controller process, which repairs only a master's state: a standby holds no instance, so
+        it is never restarted, and its holds start anew (``motor_health.replica_role``: a standby answers 503 "Not
+        master"; a replica that answers nothing is no master either, and the master's healer is the other one)."""
+        own = self.config.get("own")
+        if not own or replica_role(*self.answer(own)) == "master":
+            return False
+        self.since.clear()
+        self.stalled.clear()
+        self.unrouted.clear()
+        return True
+
     def judge(self, now):
         """(rule, what, why, how long it held, settle) of the repair due now (or of the first rule that holds), or
         None. Every rule of the agent is checked every round (each keeps its own hold)."""
         if self.agent == "pod":
             self._watch_controller(now)
+        elif self.standby():
+            return None
         round_ = {"instances": self._instances() if self.agent == "controller" else {}}
         first = None
         for rule in rules.rules_of(self.agent):

@@ -180,6 +180,66 @@ def test_verify_passes_and_a_rerun_changes_nothing(cluster):
     assert again.returncode == 0 and support.recap_changed(again.stdout) == 0, again.stdout[-4000:]
 
 
+def replica_starts(c: Cluster) -> dict:
+    """{replica container: "<id> <StartedAt> <RestartCount>"} of every controller/coordinator replica."""
+    out = {}
+    for role, replicas in c.plan()["standby"]["replicas"].items():
+        for r in replicas:
+            rc, text = simctl.host_exec(r["host"], ["docker", "inspect", "--format",
+                                                    "{{.Id}} {{.State.StartedAt}} {{.RestartCount}}", r["container"]])
+            out[r["container"]] = text.strip() if rc == 0 else f"not inspected: {text.strip()}"
+    return out
+
+
+# one round of each healer, run in its own container with its own config (the copies the deploy placed)
+CONTROLLER_HEALER_ONCE = ("cd \"$CONFIGMAP_PATH\" && python3 -c 'import json, motor_healer as m; "
+                          "h = m.Healer(json.load(open(\"healer.json\"))); s = h.standby(); "
+                          "print(json.dumps({\"standby\": s, \"acted\": h.step()}))'")
+HOST_HEALER_ONCE = ("cd \"$CONFIGMAP_PATH\" && python3 -c 'import json, time, motor_host_healer as m; "
+                    "c = dict(m.DEFAULTS, **json.load(open(\"host_healer.json\"))); "
+                    "print(json.dumps(m.round_once(m.DockerClient(c[\"docker_host\"]), c, {}, time.time())))'")
+
+
+def last_json_line(text: str):
+    return json.loads([line for line in text.splitlines() if line.startswith(("{", "["))][-1])
+
+
+def test_healers_leave_the_standby_and_status_shows_the_pair_and_etcd(cluster):
+    """One round of every healer of the replica hosts changes nothing: the controller's healer in each replica knows
+    whether its replica is the master (its own /readiness, motor_health.replica_role), the host healers act on no
+    container; the standby replicas keep their container, start time and restart count. status.yml shows one master
+    and one standby per role, the VIP on one host and every etcd member healthy."""
+    assert cluster.first.returncode == 0, "the first deploy failed"
+    before = replica_starts(cluster)
+    masters = {role: master_host(cluster, role) for role in ("controller", "coordinator")}
+    assert all(masters.values()), masters
+    for r in cluster.plan()["standby"]["replicas"]["controller"]:
+        rc, out = simctl.host_exec(r["host"], ["docker", "exec", r["container"], "sh", "-c", CONTROLLER_HEALER_ONCE])
+        assert rc == 0, out
+        assert last_json_line(out) == {"standby": r["host"] != masters["controller"], "acted": False}, out
+    for host in {r["host"] for replicas in cluster.plan()["standby"]["replicas"].values() for r in replicas}:
+        healer = f"{JOB}-healer-{host}"
+        rc, out = simctl.host_exec(host, ["docker", "exec", healer, "sh", "-c", HOST_HEALER_ONCE])
+        assert rc == 0 and last_json_line(out) == [], out
+
+    output = cluster.tmp / "status_ha.json"
+    status = cluster.playbook("status.yml", "-e", f"motor_status_ha_output={output}")
+    assert status.returncode == 0, status.stdout[-4000:]
+    assert "master/standby (one master per role, the VIP on" in status.stdout, status.stdout[-4000:]
+    shown = json.loads(output.read_text())
+    for role in ("controller", "coordinator"):
+        rows = [r for r in shown["replicas"] if r["role"] == role]
+        assert sorted(r["replica"] for r in rows) == ["master", "standby"], rows
+        assert [r["host"] for r in rows if r["replica"] == "master"] == [masters[role]], rows
+    holds = [h["name"] for h in cluster.controls
+             if simctl.host_exec(h["name"], f"ip -o addr show | grep -c ' {cluster.vip}/'")[1].strip() == "1"]
+    assert shown["vip_hosts"] == holds and len(holds) == 1, (shown["vip_hosts"], holds)
+    assert sorted(r["host"] for r in shown["etcd"]) == sorted(h["name"] for h in cluster.controls), shown["etcd"]
+    assert all(r["health"] == "healthy" for r in shown["etcd"]), shown["etcd"]
+    assert [r["leader"] for r in shown["etcd"]].count("yes") == 1, shown["etcd"]
+    assert replica_starts(cluster) == before
+
+
 def routes_every_instance(c: Cluster) -> bool:
     """The coordinator (through the VIP) routes as many prefill and decode instances as the plan has."""
     from ansible_collections.pymotor.ascend.plugins.module_utils.motor_health import routed_instances

@@ -22,6 +22,7 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, spec_digest
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import placement_label
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.roll_drain import roll_drain
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import own_files
 
 REPO = Path(__file__).resolve().parents[2]
 FILTER_DIR = REPO / "plugins" / "filter"
@@ -207,6 +208,37 @@ def status_rows():
     return FILTERS["motor_ops_status_rows"]({"npu-a2-01": [info]}, "2026-01-01T02:03:00+00:00", reading)
 
 
+def inspected_replica(plan, name):
+    """docker inspect of a running controller/coordinator replica of a master/standby ``plan`` (its health check)."""
+    from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.probes import healthcheck
+
+    c = next(c for c in plan["containers"] if c["name"] == name)
+    return {"Name": "/" + name, "State": {"Running": True},
+            "Config": {"Labels": {"io.pymotor.role": c["role"], CONTAINER_LABEL: name},
+                       "Healthcheck": {"Test": healthcheck(c)["test"]}}}
+
+
+def inspected_etcd():
+    return {"Name": "/pymotor-etcd", "State": {"Running": True},
+            "Args": ["--listen-client-urls=https://192.0.2.22:2379,https://127.0.0.1:2379"]}
+
+
+def ha_status_output():
+    """Both controller replicas (the first the master, on the VIP's host) and one etcd member, as status.yml reads."""
+    plan, first = standby_plan()
+    standby = {"detail": {"message": "Controller is not ready", "reason": "Not master"}}
+    member = json.dumps([{"Endpoint": "https://127.0.0.1:2379", "Status": {
+        "header": {"member_id": 11, "raft_term": 2}, "leader": 11, "raftIndex": 42, "dbSize": 20480}}])
+    return FILTERS["motor_ops_ha_status"]({
+        first: {"readiness": [{"item": {"item": {"container": "mindie-motor-controller", "role": "controller"}},
+                               "status": 200, "json": {"message": "Controller is ready"}}],
+                "addresses": "2: eth0    inet 192.0.2.100/32 scope global eth0", "vip": "192.0.2.100",
+                "etcd": {"container": "pymotor-etcd", "rc": 0, "stdout": member, "stderr": ""}},
+        "ctl-02": {"readiness": [{"item": {"item": {"container": "mindie-motor-controller-2", "role": "controller"}},
+                                  "status": 503, "json": standby}],
+                   "addresses": "2: eth0    inet 192.0.2.22/24 scope global eth0", "vip": "192.0.2.100"}})
+
+
 def precheck():
     plan = plan_of()
     defaults = {"motor_service_image": "local/pymotor:1", "motor_service_config_root": "/etc/pymotor",
@@ -276,6 +308,11 @@ REAL_OUTPUT = {
         {"motor_controller_config": {"api_key": "sk-not-a-real-key", "max_tokens": 512}})),
     "motor_go_sum_problems": go_sum_mismatch,
     "motor_ops_status_rows": status_rows,
+    "motor_ops_ha_reads": lambda: FILTERS["motor_ops_ha_reads"](
+        [inspected_replica(standby_plan()[0], "mindie-motor-controller-2")], [inspected_etcd()]),
+    "motor_ops_readiness_url": lambda: FILTERS["motor_ops_readiness_url"](
+        own_files(standby_plan()[0], "")["mindie-motor-controller-2"]["motor_probe.json"]),
+    "motor_ops_ha_status": ha_status_output,
     "motor_ops_status_table": lambda: FILTERS["motor_ops_status_table"](status_rows()),
     "motor_ops_status_conductor": lambda: FILTERS["motor_ops_status_conductor"]([
         {"role": "kv_conductor", "ip": "192.0.2.10", "ports": "13333"}]),

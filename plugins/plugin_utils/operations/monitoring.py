@@ -19,6 +19,11 @@ Where each component serves its metrics (upstream, read in shared/upstream):
   the coordinator's (``motor/controller/api_server/controller_api.py:174-178``, ``:478``): scraped for ``up`` only,
   the dashboard and the rules read the vLLM series of the engines and the coordinator's ``motor:`` series;
 - the KV pool (Mooncake master): ``GET /metrics`` on ``--metrics_port`` (the plan's ``kv_pool.metrics_port``);
+- master/standby (``plan["standby"]``, docs/ha.md): every replica host's HAProxy, its Prometheus exporter
+  (``plan/vip.py`` ``METRICS_PORT``, ``haproxy_backend_active_servers{proxy=...}``: the replicas whose /readiness
+  answers 200, i.e. the master); every etcd member's ``/metrics`` on its client port (etcd serves it there;
+  ``etcd_server_has_leader``), a scrape job of its own because the members require a client certificate of their CA
+  (``--client-cert-auth``): its ``tls_config`` names one on the Prometheus host (``ha["etcd_tls"]``);
 - the KV conductor: no metrics endpoint (``mooncake-conductor/conductor-ctrl/main.go:109`` "TODO support print
   metrics for conductor"): its registrations are exported by the job's KV watcher
   (``motor_kv_conductor_registrations``, ``roles/motor_service/files/motor_kv_watcher.py``) where the plan gives it a
@@ -37,6 +42,7 @@ import yaml
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import WATCHER_ROLE
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import tls_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import url_host
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.vip import METRICS_PORT as HAPROXY_METRICS_PORT
 
 ENGINE_ROLES = ("prefill", "decode", "union")
 REGISTRATIONS_METRIC = "motor_kv_conductor_registrations"
@@ -55,7 +61,10 @@ DEFAULTS = {
     "restarts_window": "15m",
     "restarts_max": 2,  # restarts of a target within the window before the alert
     "for": "2m",
+    "no_master_for": "1m",  # a failover takes 10-30 s (docs/ha.md): longer than that is no failover
 }
+# the HAProxy frontends whose backends are the replicas (plan/vip.py frontends): none up is no master
+MASTER_PROXIES = {"controller": "controller_api", "coordinator": "coordinator_mgmt"}
 
 
 def _address(ip, port) -> str:
@@ -97,7 +106,43 @@ def metrics_targets(plan: dict) -> list:
             for ep in c.get("endpoints") or []:
                 out.append(_group(_address(c["ip"], ep["mgmt_port"]), labels(c, dp_rank=ep["dp_rank"]),
                                   scheme="https" if mgmt else "http"))
+    for host, ip in haproxy_hosts(plan):
+        out.append(_group(_address(ip, HAPROXY_METRICS_PORT),
+                          {"job": job, "role": "haproxy", "instance": "%s-haproxy" % job, "pod": "%s-haproxy" % job,
+                           "host": host}))
     return out
+
+
+def haproxy_hosts(plan: dict) -> list:
+    """``[(host, ip)]`` of the hosts that run the job's HAProxy (every replica host, plan/vip.py), in order."""
+    out = []
+    for role in (plan.get("standby") or {}).get("roles") or []:
+        for r in plan["standby"]["replicas"][role]:
+            if (r["host"], r["ip"]) not in out:
+                out.append((r["host"], r["ip"]))
+    return out
+
+
+def etcd_scrape(plan: dict, ha: dict | None, interval: str):
+    """The scrape job of the etcd members (master/standby only; None without members): https on their client port,
+    with the client certificate ``ha["etcd_tls"]`` (``ca_file``, ``cert_file``, ``key_file`` on the Prometheus host)
+    when given; without one the members refuse the scrape and ``MotorEtcdMemberDown`` fires, which says why."""
+    hosts = plan.get("hosts") or {}
+    names = (ha or {}).get("etcd_members") or [h for h, v in hosts.items() if v.get("control")]
+    members = [{"host": h, "ip": hosts[h]["ip"]} for h in names if h in hosts and hosts[h].get("ip")]
+    if not plan.get("standby") or not members:
+        return None
+    job = plan.get("job_id") or ""
+    port = (ha or {}).get("etcd_port") or (plan["standby"].get("etcd") or {}).get("port") or 2379
+    tls = {k: v for k, v in ((ha or {}).get("etcd_tls") or {}).items() if k in ("ca_file", "cert_file", "key_file") and v}
+    scrape = {"job_name": "pymotor-%s-etcd" % job, "scrape_interval": interval,
+              "scheme": "https" if (ha or {}).get("etcd_scheme", "https") == "https" else "http",
+              "static_configs": [{"targets": [_address(m["ip"], port)],
+                                  "labels": {"job": job, "role": "etcd", "instance": m["host"], "host": m["host"]}}
+                                 for m in members]}
+    if tls and scrape["scheme"] == "https":
+        scrape["tls_config"] = tls
+    return scrape
 
 
 def publishing_ranks(plan: dict) -> int:
@@ -146,6 +191,23 @@ def alert_rules(plan: dict, settings: dict | None = None) -> dict:
         "MotorCoordinatorNotReady", not_ready, s["for"], "critical",
         "Coordinator of job %s is down or has no prefill/decode instance to schedule to" % job,
         "Run %s; then %s (readiness wait and repair)" % (run % "status", run % "deploy")))
+    if plan.get("standby"):
+        proxies = "|".join(MASTER_PROXIES[role] for role in plan["standby"].get("roles") or [])
+        rules.append(_rule(
+            "MotorNoMaster",
+            'max by (job, proxy) (haproxy_backend_active_servers{%s,role="haproxy",proxy=~"%s"}) < 1'
+            ' or max by (job) (up{%s,role="haproxy"}) < 1' % (sel, proxies, sel),
+            s["no_master_for"], "critical",
+            "No master behind HAProxy frontend {{ $labels.proxy }} of job %s (no replica answers readiness 200), or "
+            "no HAProxy of the job answers" % job,
+            "Run %s (the master/standby table: each replica's role, the VIP, etcd); a lost etcd majority stops "
+            "every election" % (run % "status")))
+        rules.append(_rule(
+            "MotorEtcdMemberDown", 'up{%s,role="etcd"} == 0 or etcd_server_has_leader{%s,role="etcd"} == 0'
+            % (sel, sel), s["no_master_for"], "critical",
+            "etcd member {{ $labels.host }} does not answer its /metrics or has no leader",
+            "Run %s (etcd members table) and docker logs pymotor-etcd on {{ $labels.host }}; %s starts it again"
+            % (run % "status", "ansible-playbook -i <inventory> playbooks/etcd.yml")))
     rules.append(_rule(
         "MotorEngineEndpointDown", 'up{%s,role=~"%s"} == 0' % (sel, "|".join(ENGINE_ROLES)), s["for"], "critical",
         "Engine endpoint {{ $labels.pod }} DP rank {{ $labels.dp_rank }} on {{ $labels.host }} is down",
@@ -200,7 +262,7 @@ def alert_rules(plan: dict, settings: dict | None = None) -> dict:
     return {"groups": [{"name": "pymotor-%s" % job, "rules": rules}]}
 
 
-def prometheus_config(plan: dict, directory: str, settings: dict | None = None) -> dict:
+def prometheus_config(plan: dict, directory: str, settings: dict | None = None, ha: dict | None = None) -> dict:
     """A Prometheus configuration for the job, reading the files this module writes under ``directory``: a
     Prometheus of its own can run it as is; a site's Prometheus copies its ``scrape_configs`` entry."""
     s = dict(DEFAULTS, **(settings or {}))
@@ -213,8 +275,9 @@ def prometheus_config(plan: dict, directory: str, settings: dict | None = None) 
         tls = {k: mgmt[v] for k, v in (("ca_file", "ca_file"), ("cert_file", "cert_file"), ("key_file", "key_file"))
                if mgmt.get(v)}
         scrape["tls_config"] = tls
+    etcd = etcd_scrape(plan, ha, s["scrape_interval"])
     return {"global": {"scrape_interval": s["scrape_interval"], "evaluation_interval": s["scrape_interval"]},
-            "rule_files": ["%s/rules/%s.rules.yml" % (root, job)], "scrape_configs": [scrape]}
+            "rule_files": ["%s/rules/%s.rules.yml" % (root, job)], "scrape_configs": [scrape] + ([etcd] if etcd else [])}
 
 
 def _panel(pid, title, exprs, y, x=0, unit="short", width=12):
@@ -266,8 +329,10 @@ def readable_yaml(data) -> str:
     return "---\n" + yaml.safe_dump(plain, default_flow_style=False, sort_keys=False, width=100000, allow_unicode=True)
 
 
-def monitoring_files(plan: dict, directory: str, settings: dict | None = None) -> list:
-    """Every file of the job under ``directory``: ``[{"path", "text"}]`` (targets, rules, config, dashboard)."""
+def monitoring_files(plan: dict, directory: str, settings: dict | None = None, ha: dict | None = None) -> list:
+    """Every file of the job under ``directory``: ``[{"path", "text"}]`` (targets, rules, config, dashboard). ``ha``
+    (master/standby): ``etcd_members`` (host names of the plan, default its control hosts), ``etcd_port``,
+    ``etcd_scheme`` (``https`` unless ``http``), ``etcd_tls``."""
     job = plan.get("job_id") or ""
     root = str(directory).rstrip("/")
 
@@ -276,5 +341,6 @@ def monitoring_files(plan: dict, directory: str, settings: dict | None = None) -
     # the rule and config files are YAML people read and edit, in Prometheus' own layout
     return [{"path": "%s/targets/%s.json" % (root, job), "text": dump(metrics_targets(plan))},
             {"path": "%s/rules/%s.rules.yml" % (root, job), "text": readable_yaml(alert_rules(plan, settings))},
-            {"path": "%s/prometheus/%s.yml" % (root, job), "text": readable_yaml(prometheus_config(plan, root, settings))},
+            {"path": "%s/prometheus/%s.yml" % (root, job),
+             "text": readable_yaml(prometheus_config(plan, root, settings, ha))},
             {"path": "%s/dashboards/%s.json" % (root, job), "text": dump(dashboard(plan, settings))}]

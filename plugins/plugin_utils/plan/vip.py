@@ -25,6 +25,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.fields import 
 CHECK = "check inter 1s fall 2 rise 2"
 # HAProxy's own liveness for keepalived, on loopback only
 MONITOR_PORT = 61080
+# HAProxy's Prometheus exporter (Debian's haproxy is built with USE_PROMEX), on the host's own address only
+METRICS_PORT = 61081
 KEEPALIVED_CONF = "/etc/keepalived/keepalived.conf"
 HAPROXY_CFG = "/etc/haproxy/haproxy.cfg"
 # the io.pymotor.job label of a job's keepalived and HAProxy: not the job's own, whose containers the deploy's
@@ -67,9 +69,10 @@ def frontends(plan: dict) -> list[dict]:
     return out
 
 
-def haproxy_config(plan: dict, monitor_port: int = MONITOR_PORT) -> str:
-    """haproxy.cfg of every replica host (the same on each): the frontends bind the VIP, which needs
-    net.ipv4.ip_nonlocal_bind=1 on the host that does not hold it."""
+def haproxy_config(plan: dict, monitor_port: int = MONITOR_PORT, host: str | None = None,
+                   metrics_port: int = METRICS_PORT) -> str:
+    """haproxy.cfg of a replica host: the frontends (the same on each) bind the VIP with ``transparent``; with
+    ``host``, HAProxy's Prometheus exporter on that host's own address (``/metrics``; nothing else answers there)."""
     vip = url_host(plan["standby"]["vip"])
     lines = [
         "# Rendered by pymotor.ascend (plan/vip.py); do not edit on the host.",
@@ -91,6 +94,14 @@ def haproxy_config(plan: dict, monitor_port: int = MONITOR_PORT) -> str:
         f"    bind 127.0.0.1:{int(monitor_port)}",
         "    monitor-uri /healthz",
     ]
+    if host is not None:
+        lines += [
+            "frontend pymotor_metrics",
+            "    mode http",
+            f"    bind {url_host(plan['hosts'][host]['ip'])}:{int(metrics_port)}",
+            "    http-request use-service prometheus-exporter if { path /metrics }",
+            "    http-request deny",
+        ]
     for front in frontends(plan):
         lines += [
             f"listen {front['name']}",
@@ -193,7 +204,7 @@ def vip_host_work(plan: dict, host: str, interface: str, image: str, config_dir:
     if host not in vip_hosts(plan):
         return {"job_id": vip_job_id(plan["job_id"]), "files": {}, "containers": []}
     files = {"keepalived.conf": keepalived_config(plan, host, interface, virtual_router_id),
-             "haproxy.cfg": haproxy_config(plan)}
+             "haproxy.cfg": haproxy_config(plan, host=host)}
     containers = []
     for cont, own in zip(vip_containers(plan, host, image, config_dir), ("keepalived.conf", "haproxy.cfg")):
         digest = hashlib.sha256((json.dumps(cont, sort_keys=True) + files[own]).encode()).hexdigest()

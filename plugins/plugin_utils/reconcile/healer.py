@@ -18,7 +18,7 @@ import json
 from ansible_collections.pymotor.ascend.plugins.module_utils import motor_heal_rules, motor_health, motor_npu_smi
 from ansible_collections.pymotor.ascend.plugins.plugin_utils import heal
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.routing import routes_expected
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import service_targets, target, tls_settings
 
 HEALER_SCRIPT = "motor_healer.py"
 HEALER_CONFIG = "healer.json"
@@ -39,8 +39,18 @@ def _text(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, separators=(",", ": ")) + "\n"
 
 
-def _controller(plan: dict):
-    return next((c for c in (plan or {}).get("containers") or [] if c.get("role") == "controller"), None)
+def _controllers(plan: dict) -> list:
+    """The controller containers: one, or both replicas with master/standby (each runs a healer; only the master's
+    acts, ``heal.Healer.standby``, so the healer follows the master wherever it is)."""
+    return [c for c in (plan or {}).get("containers") or [] if c.get("role") == "controller"]
+
+
+def _own_readiness(plan: dict, controller: dict):
+    """The controller replica's own /readiness (master/standby only), None otherwise."""
+    if "controller" not in ((plan or {}).get("standby") or {}).get("roles", []):
+        return None
+    mgmt = tls_settings(plan, check_hostname=False)["mgmt"]
+    return target(controller["ip"], (controller.get("port_map") or {}).get("api"), "/readiness", mgmt)
 
 
 def _read(module) -> str:
@@ -67,21 +77,26 @@ def _pods(plan: dict) -> dict:
 def healer_files(plan: dict) -> dict:
     """``{container: {file: text}}``: the healer's script, its rule and its config (hashed), for the controller and
     every engine pod."""
-    controller = _controller(plan)
-    if controller is None:
+    controllers = _controllers(plan)
+    if not controllers:
         return {}
     from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.specs import log_path  # noqa: PLC0415 (cycle)
 
     code = {HEALER_SCRIPT: _read(heal), HEALER_RULE: _read(motor_health), HEALER_RULES: _read(motor_heal_rules),
             HEALER_NPU_SMI: _read(motor_npu_smi)}
     targets = service_targets(plan)
-    config = dict(heal.DEFAULTS, coordinator=targets["coordinator"],
-                  instances_file="%s/%s" % (controller["configmap_path"], HEALER_INSTANCES),
-                  metrics_file="%s/%s" % (log_path(controller), HEALER_METRICS),
-                  labels={"job": plan.get("job_id") or "", "container": controller["name"]})
-    if targets.get("routes"):
-        config["routes"] = targets["routes"]
-    out = {controller["name"]: dict(code, **{HEALER_CONFIG: _text(config)})}
+    out = {}
+    for controller in controllers:
+        config = dict(heal.DEFAULTS, coordinator=targets["coordinator"],
+                      instances_file="%s/%s" % (controller["configmap_path"], HEALER_INSTANCES),
+                      metrics_file="%s/%s" % (log_path(controller), HEALER_METRICS),
+                      labels={"job": plan.get("job_id") or "", "container": controller["name"]})
+        if targets.get("routes"):
+            config["routes"] = targets["routes"]
+        own = _own_readiness(plan, controller)
+        if own:
+            config["own"] = own
+        out[controller["name"]] = dict(code, **{HEALER_CONFIG: _text(config)})
     pods = _pods(plan)
     for name, pod in pods.items():
         # the other pods of a multi-host instance: the pod waits while one is unknown or not started
@@ -99,8 +114,8 @@ def healer_instances(plan: dict) -> dict:
     """``{controller container: {HEALER_INSTANCES: text}}``: ``{instance: {"role", "engines": [targets], "pods":
     {pod: {"node_manager", "engines"}}, "ips", "need"}}`` of every engine instance (not hashed; ``ips``, ``need``:
     where the coordinator must route it, ``routing.routes_expected``)."""
-    controller = _controller(plan)
-    if controller is None:
+    controllers = _controllers(plan)
+    if not controllers:
         return {}
     instances = {}
     where = {e["name"]: {"ips": e["ips"], "need": e["need"]} for e in routes_expected(plan)}
@@ -109,7 +124,7 @@ def healer_instances(plan: dict) -> dict:
                                                           **where.get(pod["instance"], {})))
         inst["engines"] += pod["engines"]
         inst["pods"][name] = {"node_manager": pod["node_manager"], "engines": pod["engines"]}
-    return {controller["name"]: {HEALER_INSTANCES: _text(instances)}}
+    return {c["name"]: {HEALER_INSTANCES: _text(instances)} for c in controllers}
 
 
 def with_instances(files: dict, plan: dict) -> dict:

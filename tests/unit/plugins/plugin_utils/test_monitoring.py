@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.monitoring import (
+    HAPROXY_METRICS_PORT,
     REGISTRATIONS_METRIC,
     alert_rules,
     dashboard,
@@ -269,3 +270,104 @@ def test_rules_and_prometheus_config_are_block_yaml_people_read():
     # no value wrapped onto a line of its own: every line is a key (or list item) with its whole value
     assert all(re.match(r"^ *(- )?[A-Za-z_]+:( |$)", line) for line in rules.splitlines()[1:]), rules
     assert "scrape_configs:\n- job_name: " in files["prometheus"], files["prometheus"][:300]
+
+
+# --------------------------------------------------------------------------------------------------
+# master/standby (docs/ha.md): each replica host's HAProxy exporter, the etcd members' scrape job, MotorNoMaster and
+# MotorEtcdMemberDown
+
+def standby_plan():
+    spec = importlib.util.spec_from_file_location("standby_helpers", Path(__file__).with_name("test_standby_plan.py"))
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    return build_plan(helpers.standby_config(), helpers.standby_hosts(control=3))
+
+
+ETCD_TLS = {"ca_file": "/etc/prometheus/etcd/ca.crt", "cert_file": "/etc/prometheus/etcd/client.crt",
+            "key_file": "/etc/prometheus/etcd/client.key"}
+HAPROXY = {"job": "job", "role": "haproxy", "instance": "job-haproxy", "pod": "job-haproxy", "host": "c1"}
+HAPROXY2 = dict(HAPROXY, host="c2")
+ETCD1 = {"job": "job", "role": "etcd", "instance": "c1", "host": "c1"}
+ETCD2 = dict(ETCD1, instance="c2", host="c2")
+
+
+def test_master_standby_adds_haproxy_targets_the_etcd_scrape_job_and_its_alerts():
+    plan = standby_plan()
+    haproxy = [g for g in metrics_targets(plan) if g["labels"]["role"] == "haproxy"]
+    replica_hosts = {(r["host"], r["ip"]) for rs in plan["standby"]["replicas"].values() for r in rs}
+    assert sorted((g["labels"]["host"], g["targets"][0]) for g in haproxy) == sorted(
+        (host, "%s:%d" % (ip, HAPROXY_METRICS_PORT)) for host, ip in replica_hosts)
+    files = {Path(f["path"]).parent.name: yaml.safe_load(f["text"])
+             for f in monitoring_files(plan, "/srv/mon", ha={"etcd_tls": ETCD_TLS})}
+    main, etcd = files["prometheus"]["scrape_configs"]
+    assert main["job_name"] == "pymotor-job" and etcd["job_name"] == "pymotor-job-etcd"
+    assert etcd["scheme"] == "https" and etcd["tls_config"] == ETCD_TLS
+    controls = sorted(h for h, v in plan["hosts"].items() if v["control"])
+    assert sorted(s["labels"]["host"] for s in etcd["static_configs"]) == controls  # default: the control hosts
+    assert all(s["targets"][0].endswith(":2379") for s in etcd["static_configs"])
+    names = [r.get("alert") for r in alert_rules(plan)["groups"][0]["rules"] if "alert" in r]
+    assert "MotorNoMaster" in names and "MotorEtcdMemberDown" in names
+    # members named (motor_etcd_members) and plain http: the scrape follows, no tls_config
+    files = {Path(f["path"]).parent.name: yaml.safe_load(f["text"])
+             for f in monitoring_files(plan, "/srv/mon", ha={"etcd_members": ["c1"], "etcd_scheme": "http",
+                                                                 "etcd_port": 12379})}
+    etcd = files["prometheus"]["scrape_configs"][1]
+    assert etcd["scheme"] == "http" and "tls_config" not in etcd
+    assert [s["targets"] for s in etcd["static_configs"]] == [["%s:12379" % plan["hosts"]["c1"]["ip"]]]
+
+
+def test_without_master_standby_no_haproxy_no_etcd_and_no_such_alert():
+    plan = affinity_plan()
+    assert not [g for g in metrics_targets(plan) if g["labels"]["role"] == "haproxy"]
+    files = {Path(f["path"]).parent.name: yaml.safe_load(f["text"])
+             for f in monitoring_files(plan, "/srv/mon", ha={"etcd_tls": ETCD_TLS})}
+    assert len(files["prometheus"]["scrape_configs"]) == 1
+    names = [r.get("alert") for r in alert_rules(plan)["groups"][0]["rules"] if "alert" in r]
+    assert "MotorNoMaster" not in names and "MotorEtcdMemberDown" not in names
+
+
+def ha_rule_cases():
+    def active(labels, proxy, values):
+        return series("haproxy_backend_active_servers", dict(labels, proxy=proxy), values)
+
+    healthy = [series("up", HAPROXY, "1x30"), series("up", HAPROXY2, "1x30"),
+               active(HAPROXY, "controller_api", "1x30"), active(HAPROXY2, "controller_api", "1x30"),
+               active(HAPROXY, "coordinator_mgmt", "1x30"), active(HAPROXY2, "coordinator_mgmt", "1x30")]
+    no_coordinator = healthy[:4] + [active(HAPROXY, "coordinator_mgmt", "1 1 0x28"),
+                                    active(HAPROXY2, "coordinator_mgmt", "1 1 0x28")]
+    failover = healthy[:4] + [active(HAPROXY, "coordinator_mgmt", "1 1 1 1 1 0 1x24"),  # 1 min without: no alert
+                              active(HAPROXY2, "coordinator_mgmt", "1 1 1 1 1 0 1x24")]
+    return [
+        case("MotorNoMaster", "10m", no_coordinator,
+             [{"job": "job", "proxy": "coordinator_mgmt", "severity": "critical"}]),
+        case("MotorNoMaster", "10m", [series("up", HAPROXY, "0x30"), series("up", HAPROXY2, "0x30")],
+             [{"job": "job", "severity": "critical"}]),
+        case("MotorNoMaster", "10m", healthy, []),
+        case("MotorNoMaster", "6m", failover, []),
+        case("MotorEtcdMemberDown", "10m", [series("up", ETCD1, "1x30"), series("up", ETCD2, "0x30")],
+             [dict(ETCD2, severity="critical")]),
+        case("MotorEtcdMemberDown", "10m", [series("up", ETCD1, "1x30"), series("etcd_server_has_leader", ETCD1, "0x30")],
+             [dict(ETCD1, severity="critical")]),
+        case("MotorEtcdMemberDown", "10m", [series("up", ETCD1, "1x30"), series("etcd_server_has_leader", ETCD1, "1x30"),
+                                            series("up", ETCD2, "1x30")], []),
+    ]
+
+
+def test_promtool_checks_and_tests_the_master_standby_rules(tmp_path, promtool_bin):
+    plan = standby_plan()
+    tls = {key: str(tmp_path / Path(path).name) for key, path in ETCD_TLS.items()}  # promtool checks they exist
+    for path in tls.values():
+        Path(path).write_text("", encoding="utf-8")
+    for f in monitoring_files(plan, str(tmp_path), ha={"etcd_tls": tls}):
+        Path(f["path"]).parent.mkdir(parents=True, exist_ok=True)
+        Path(f["path"]).write_text(f["text"], encoding="utf-8")
+    for args in (("check", "config", str(tmp_path / "prometheus" / "job.yml")),
+                 ("check", "rules", str(tmp_path / "rules" / "job.rules.yml"))):
+        result = promtool(*args)
+        assert result.returncode == 0, result.stdout + result.stderr
+    cases = with_annotations(ha_rule_cases(), alert_rules(plan))
+    test_file = tmp_path / "ha_rules_test.yml"
+    test_file.write_text(json.dumps({"rule_files": [str(tmp_path / "rules" / "job.rules.yml")],
+                                     "evaluation_interval": "1m", "tests": cases}, indent=1), encoding="utf-8")
+    result = promtool("test", "rules", str(test_file))
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -15,6 +15,7 @@ import pytest
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.vip import (
+    METRICS_PORT,
     frontends,
     haproxy_config,
     keepalived_config,
@@ -69,6 +70,19 @@ def test_every_control_port_is_a_frontend_on_the_vip_checked_on_readiness():
     binds = re.findall(r"^\s+bind (\S+)", haproxy_config(plan), re.M)
     assert all(b.startswith(VIP + ":") for b in binds if not b.startswith("127.0.0.1:")), binds
     assert "bind 127.0.0.1:61080" in haproxy_config(plan) and "monitor-uri /healthz" in haproxy_config(plan)
+
+
+def test_haproxys_prometheus_exporter_listens_on_its_hosts_own_address_only():
+    plan = plan_of()
+    for host in ("c1", "c2"):
+        cfg = haproxy_config(plan, host=host)
+        metrics = cfg.split("frontend pymotor_metrics\n", 1)[1].split("listen ", 1)[0]
+        assert f"bind {plan['hosts'][host]['ip']}:{METRICS_PORT}\n" in metrics
+        assert "use-service prometheus-exporter if { path /metrics }" in metrics and "http-request deny" in metrics
+        binds = re.findall(r"^\s+bind (\S+)", cfg, re.M)
+        assert [b for b in binds if not b.startswith((VIP + ":", "127.0.0.1:"))] == [
+            f"{plan['hosts'][host]['ip']}:{METRICS_PORT}"]
+        assert vip_host_work(plan, host, "eth0", "vip:1", "/etc/pymotor/vip/job")["files"]["haproxy.cfg"] == cfg
 
 
 def test_only_the_replicated_role_gets_frontends():
