@@ -388,7 +388,7 @@ def running_image(host: str, container: str) -> str:
 
 def test_a_control_plane_image_upgrade_under_chat_moves_each_pair_standby_first(cluster):
     """The second release of the control plane (a new image id on the two replica hosts) under a client sending chat
-    back to back through the VIP: each pair moves standby first (roll_pair.yml), the engines keep running, every
+    through the VIP (4 requests a second): each pair moves standby first (roll_pair.yml), the engines keep running, every
     instance is routed after, and a second run changes nothing."""
     assert cluster.first.returncode == 0, "the first deploy failed"
     hosts = [h["name"] for h in cluster.controls[:2]]
