@@ -94,8 +94,8 @@ def test_a_hosts_raw_reads_become_its_entry():
     read = host_read(readiness, "2: eth0    inet 10.0.0.2/24 brd ...\n2: eth0    inet 10.0.0.200/32 scope global eth0",
                      "10.0.0.200", member(2, 1))
     assert read["vip_held"] is True and read["etcd"]["rc"] == 0
-    assert [(r["container"], r["status"]) for r in read["replicas"]] == [("j-controller-2", 503),
-                                                                          ("j-coordinator-2", -1)]
+    assert [(r["container"], r["status"]) for r in read["replicas"]] == [
+        ("j-controller-2", 503), ("j-coordinator-2", -1)]
     assert [r["replica"] for r in ha_status({"ctl2": read})["replicas"]] == ["standby", "down"]
     assert host_read(None, "inet 10.0.0.2/24", "10.0.0.20")["vip_held"] is False
     assert host_read(None, None, "10.0.0.200")["vip_held"] is None  # not read

@@ -309,8 +309,8 @@ def test_master_standby_adds_haproxy_targets_the_etcd_scrape_job_and_its_alerts(
     assert "MotorNoMaster" in names and "MotorEtcdMemberDown" in names
     # members named (motor_etcd_members) and plain http: the scrape follows, no tls_config
     files = {Path(f["path"]).parent.name: yaml.safe_load(f["text"])
-             for f in monitoring_files(plan, "/srv/mon", ha={"etcd_members": ["c1"], "etcd_scheme": "http",
-                                                                 "etcd_port": 12379})}
+             for f in monitoring_files(plan, "/srv/mon",
+                                       ha={"etcd_members": ["c1"], "etcd_scheme": "http", "etcd_port": 12379})}
     etcd = files["prometheus"]["scrape_configs"][1]
     assert etcd["scheme"] == "http" and "tls_config" not in etcd
     assert [s["targets"] for s in etcd["static_configs"]] == [["%s:12379" % plan["hosts"]["c1"]["ip"]]]
