@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make test` after venv and images: every test part, on MOTOR_TEST_LANES workers (default 3) that take the parts from
 # one queue, longest first (the expected seconds below are the measured ones of tests/README.md), so that no worker
-# idles while another still has a long queue (CI has 90 minutes on 2 cores). The suite is bound by CPU: a clean-clone
-# run with these 3 workers and a fourth lane kept for conformance-rolls kept the machine 93% busy (97.5% while the
-# long parts ran; 6,005 CPU s in 3,243 s), about a third of it in the simulated hosts' containers, so a fourth lane
-# shortens nothing and a cut must lower CPU seconds. The one-time builds run once, first, as two parts: `make
+# idles while another still has a long queue (CI has 90 minutes on 2 cores). The suite is bound by CPU: clean-clone
+# runs kept the machine 92-93% busy (6,005 CPU s in 3,243 s; with master/standby's upgrade and healer tests, 6,762 CPU s
+# in 3,662 s), about a third of it in the simulated hosts' containers and a third in the kernel, so a cut must lower
+# CPU seconds. The one-time builds run once, first, as two parts: `make
 # prebuild-sim` (simulated host image, stand-in image) and `make prebuild-conformance` (conformance image, real
 # conductor; each cached by content). A part names the builds it needs and a worker takes the first part in the queue
 # whose builds are done, so unit, lint and sanity, then the simulated-host parts, run while the conformance images
@@ -18,29 +18,29 @@ cd "$(dirname "$0")/.."
 # Integration and conformance run as one part per module (or group of short modules): each module brings up its
 # own simulated cluster, so nothing is shared across parts that a split would pay twice.
 parts=(
-  "conformance-rolls|1638|sim,conformance|make --no-print-directory conformance-rolls"
-  "conformance-deploy-separation|636|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
-  "conformance-deploy-hybrid|654|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
-  "conformance-benchmark|529|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
-  "conformance-multipod|678|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
-  "conformance-standby|1019|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_standby.py"
-  "conformance-smoke|103|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
-  "integration-faults|300|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
-  "integration-bad-input|174|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"
-  "integration-ops|726|sim|make --no-print-directory integration FILES='tests/integration/test_day2.py tests/integration/test_host_failure.py tests/integration/test_heal.py'"
-  "integration-hosts|196|sim|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
-  "integration-deploys|225|sim|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
-  "integration-security|265|sim|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_monitoring.py'"
-  "integration-tls|251|sim|make --no-print-directory integration FILES='tests/integration/test_verify_tls.py'"
-  "integration-etcd|270|sim|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
-  "molecule-pd_separation|559|sim|make --no-print-directory molecule SCENARIOS=pd_separation"
-  "molecule-day2|544|sim|make --no-print-directory molecule SCENARIOS=day2"
-  "molecule-pd_hybrid|209|sim|make --no-print-directory molecule SCENARIOS=pd_hybrid"
-  "molecule-image_build|432|sim|make --no-print-directory molecule SCENARIOS=image_build"
-  "fleet-faults|217|sim|make --no-print-directory fleet-faults"
-  "unit|233|-|make --no-print-directory unit"
-  "sanity|202|-|make --no-print-directory sanity"
-  "lint|80|-|make --no-print-directory lint"
+  "conformance-rolls|1468|sim,conformance|make --no-print-directory conformance-rolls"
+  "conformance-deploy-separation|589|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
+  "conformance-deploy-hybrid|558|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
+  "conformance-benchmark|551|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
+  "conformance-multipod|606|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
+  "conformance-standby|906|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_standby.py"
+  "conformance-smoke|82|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
+  "integration-faults|383|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
+  "integration-bad-input|146|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"
+  "integration-ops|662|sim|make --no-print-directory integration FILES='tests/integration/test_day2.py tests/integration/test_host_failure.py tests/integration/test_heal.py'"
+  "integration-hosts|267|sim|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
+  "integration-deploys|191|sim|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
+  "integration-security|321|sim|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_monitoring.py'"
+  "integration-tls|299|sim|make --no-print-directory integration FILES='tests/integration/test_verify_tls.py'"
+  "integration-etcd|352|sim|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
+  "molecule-pd_separation|423|sim|make --no-print-directory molecule SCENARIOS=pd_separation"
+  "molecule-day2|406|sim|make --no-print-directory molecule SCENARIOS=day2"
+  "molecule-pd_hybrid|235|sim|make --no-print-directory molecule SCENARIOS=pd_hybrid"
+  "molecule-image_build|389|sim|make --no-print-directory molecule SCENARIOS=image_build"
+  "fleet-faults|174|sim|make --no-print-directory fleet-faults"
+  "unit|218|-|make --no-print-directory unit"
+  "sanity|177|-|make --no-print-directory sanity"
+  "lint|98|-|make --no-print-directory lint"
 )
 
 # A module no part names still runs: in a part of its own ("<suite>-other"), so a new test file is never left out.
@@ -61,7 +61,7 @@ done
 # MOTOR_TEST_DEMO=1 (.ci/run): `make demo` as one more part, asserting its KV-cache hits and torn down after, so the
 # demo a new user runs first shares the workers with the tests instead of running after all of them.
 if [ "${MOTOR_TEST_DEMO:-0}" = 1 ]; then
-  parts+=("demo|438|sim|MOTOR_DEMO_ASSERT=1 MOTOR_DEMO_TEARDOWN=1 make --no-print-directory demo")
+  parts+=("demo|313|sim|MOTOR_DEMO_ASSERT=1 MOTOR_DEMO_TEARDOWN=1 make --no-print-directory demo")
 fi
 
 # MOTOR_TEST_ONLY="unit lint ...": those parts only (names as above), for a quick run of a few.
