@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import target
+
 PAIR_REASON = "moves as a pair: standby first, then the master"
 # upstream's standby loop sleeps master_standby_check_interval (5 s, motor/config/standby.py) before it sees the stop
 # and releases the lock (standby_manager.py:182-188): the master needs that long after SIGTERM, plus its modules' stop
@@ -59,9 +61,7 @@ def pair_targets(plan: dict, role: str) -> list:
     the coordinator's management port; plain HTTP: validation refuses management TLS with master/standby)."""
     port = (plan.get("controller") or {}).get("api_port") if role == "controller" else \
         (plan.get("coordinator") or {}).get("mgmt_port")
-    out = []
-    for replica in ((plan.get("standby") or {}).get("replicas") or {}).get(role) or []:
-        base = "http://%s:%s" % (replica["ip"], port)
-        out.append({"name": replica["container"], "host": replica["host"], "readiness": base + "/readiness",
-                    "liveness": base + "/liveness"})
-    return out
+    return [{"name": replica["container"], "host": replica["host"],
+             "readiness": target(replica["ip"], port, "/readiness")["url"],
+             "liveness": target(replica["ip"], port, "/liveness")["url"]}
+            for replica in ((plan.get("standby") or {}).get("replicas") or {}).get(role) or []]
