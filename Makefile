@@ -74,7 +74,7 @@ fleet-faults: venv images
 conformance: venv images
 	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
 	if [ -n "$$reason" ]; then echo "make conformance: SKIPPED: $$reason"; else \
-	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs $(DURATIONS) --import-mode=importlib $(or $(FILES),tests/conformance) \
+	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rfExXs $(DURATIONS) --import-mode=importlib $(or $(FILES),tests/conformance) \
 	    -m "not rolls"; fi
 
 # The rolling upgrade and rollback under load on the real control plane (tests/conformance/test_upgrade.py, engines
@@ -82,7 +82,7 @@ conformance: venv images
 conformance-rolls: venv images
 	@reason=$$($(BIN)/python tests/conformance/build_image.py --absent-reason); \
 	if [ -n "$$reason" ]; then echo "make conformance-rolls: SKIPPED: $$reason"; else \
-	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rxXs -s $(DURATIONS) --import-mode=importlib tests/conformance -m rolls; fi
+	  MOTOR_REQUIRE_DOCKER=1 $(BIN)/pytest -q -rfExXs -s $(DURATIONS) --import-mode=importlib tests/conformance -m rolls; fi
 
 # molecule 26 finds a collection's scenarios under extensions/molecule/ (it ignores molecule/). SCENARIOS=... runs
 # some only (each scenario has its own simulated host names, so two can run at once).
