@@ -16,7 +16,7 @@ class ActionModule(ActionBase):
     """pymotor.ascend.motor_controller_file (documentation in plugins/modules/motor_controller_file.py)."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("dest", "content", "mode"))
+    _VALID_ARGS = frozenset(("dest", "content", "mode", "directory_mode"))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -26,11 +26,13 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("motor_controller_file: dest and content are required")
         try:
             mode = int(str(self._task.args.get("mode", "0600")), 8)
+            directory_mode = self._task.args.get("directory_mode")
+            directory_mode = None if directory_mode is None else int(str(directory_mode), 8)
         except ValueError:
-            raise AnsibleActionFail("motor_controller_file: mode must be octal, like 0600")
+            raise AnsibleActionFail("motor_controller_file: mode and directory_mode must be octal, like 0600")
         try:
             result.update(write_file(to_native(dest), to_text(content, errors="surrogate_or_strict"), mode,
-                                     self._play_context.check_mode, bool(self._task.diff)))
+                                     self._play_context.check_mode, bool(self._task.diff), directory_mode))
         except (IOError, OSError) as exc:
             raise AnsibleActionFail("motor_controller_file: cannot write %s: %s" % (dest, to_native(exc)))
         return result

@@ -47,6 +47,11 @@ options:
       - The default, readable by its owner only, suits files that may hold secrets.
     type: str
     default: '0600'
+  directory_mode:
+    description:
+      - Octal permissions of the parent directory, applied also when it exists (a change reports C(changed)).
+      - Unset, a missing parent is created with mode 0750 and an existing one is left as it is.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -70,7 +75,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main():
     module = AnsibleModule(argument_spec=dict(dest=dict(type="path", required=True), content=dict(type="str", required=True),
-                                              mode=dict(type="str", default="0600")), supports_check_mode=True)
+                                              mode=dict(type="str", default="0600"), directory_mode=dict(type="str")),
+                           supports_check_mode=True)
     module.fail_json(msg="pymotor.ascend.motor_controller_file runs as an action plugin on the controller")
 
 

@@ -14,11 +14,19 @@ import tempfile
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.secrets import mask_document
 
 
-def write_file(dest, content, mode, check_mode=False, want_diff=False):
-    """{dest, changed[, diff]} for writing ``content`` (text) to ``dest`` with ``mode`` (an int); raises OSError."""
+def write_file(dest, content, mode, check_mode=False, want_diff=False, directory_mode=None):
+    """{dest, changed[, diff]} for writing ``content`` (text) to ``dest`` with ``mode`` (an int); raises OSError.
+    ``directory_mode`` (an int): the parent directory's exact mode, also when it exists (else a missing parent is
+    created 0750 and an existing one left as it is)."""
     path = os.path.abspath(os.path.expanduser(dest))
     data = content.encode("utf-8", errors="surrogateescape")
     result = {"dest": path, "changed": False}
+    directory = os.path.dirname(path)
+    if directory_mode is not None and os.path.isdir(directory) and \
+            stat.S_IMODE(os.stat(directory).st_mode) != directory_mode:
+        result["changed"] = True
+        if not check_mode:
+            os.chmod(directory, directory_mode)
     current = None
     if os.path.isfile(path):
         with open(path, "rb") as handle:
@@ -35,9 +43,10 @@ def write_file(dest, content, mode, check_mode=False, want_diff=False):
                           "before": before, "after": mask_document(content)}
     if check_mode:
         return result
-    directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o750)
+        if directory_mode is not None:
+            os.chmod(directory, directory_mode)  # exact: makedirs' mode is cut by the umask
     handle, tmp_path = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
     try:
         with os.fdopen(handle, "wb") as out:
