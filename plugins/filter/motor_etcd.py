@@ -24,11 +24,16 @@ def _parsed(value):
     return value
 
 
+def _flag(value):
+    """A flag that templating may have turned into text."""
+    return value.strip().lower() in ("true", "yes", "1") if isinstance(value, str) else bool(value)
+
+
 def motor_etcd_member_plan(probes, target):
     """The member changes from the probes of the play's hosts to the member set ``target``."""
     if not isinstance(probes, dict):
         raise AnsibleFilterError("motor_etcd_member_plan: expects a dict of host -> {data, peer_url, members, health}")
-    parsed = {host: {"data": bool((probe or {}).get("data")), "members": _parsed((probe or {}).get("members")),
+    parsed = {host: {"data": _flag((probe or {}).get("data")), "members": _parsed((probe or {}).get("members")),
                      "health": _parsed((probe or {}).get("health"))} for host, probe in probes.items()}
     peer_urls = {host: (probe or {}).get("peer_url", "") for host, probe in probes.items()}
     return member_plan(list(target or []), peer_urls, parsed)
