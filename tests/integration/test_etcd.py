@@ -5,6 +5,9 @@ it and runs a 3-member cluster (pymotor.ascend.motor_etcd); a second run changes
 back; with one member stopped the other two still write and read, and the member catches up when it is back.
 etcd_backup.yml's snapshot, restored by etcd_restore.yml onto a fresh cluster (every member's data removed and the
 cluster created again, empty), brings the key back while the fresh cluster's data is kept aside.
+Then the member set changes on the live cluster, one member at a time: 3 -> 1 (two removals; the removed members'
+containers stopped, their data kept aside) and 1 -> 3 (two additions; the member that stayed is not restarted), and a
+rerun changes nothing.
 Members and clients speak mutual TLS only (each member's own certificate of one CA): a client without a certificate,
 with one of another CA or over plain http reads nothing; an encrypted member key is refused before anything changes.
 """
@@ -176,3 +179,25 @@ def test_three_members_serve_survive_one_down_and_restore_from_a_backup(cluster,
         assert rc == 0, kept  # the fresh cluster's data was kept, not deleted
     members = json.loads(etcdctl(second, "member list --write-out=json"))["members"]
     assert sorted(m["name"] for m in members) == sorted(cluster["hosts"])
+
+    # members removed and added on the live cluster, one at a time: 3 -> 1 (the two others stay in the play), 1 -> 3
+    inspect_start = f"docker inspect -f '{{{{.Id}}}} {{{{.State.StartedAt}}}}' {CONTAINER}"
+    started = simctl.host_exec(first, inspect_start)[1]
+    out = " ".join(playbook("etcd.yml", inventory, "-e", json.dumps({"motor_etcd_members": [first]})).split())
+    assert f"remove {second}, {third}," in out or f"remove {third}, {second}," in out, out[-3000:]
+    assert [m["name"] for m in json.loads(etcdctl(first, "member list --write-out=json"))["members"]] == [first]
+    assert get(first, "/pymotor/test/key") == "during-failure"
+    for host in (second, third):  # stopped, its data kept aside, not deleted
+        running = simctl.host_exec(host, f"docker inspect -f '{{{{.State.Running}}}}' {CONTAINER}")[1].strip()
+        assert running == "false", running
+        rc, kept = simctl.host_exec(host, f"test ! -e {ETCD_DIR}/data && ls -d {ETCD_DIR}/data.removed-*/member")
+        assert rc == 0, kept
+
+    out = " ".join(playbook("etcd.yml", inventory).split())  # back to the three control hosts
+    assert f"then add {second}, {third}." in out, out[-3000:]
+    members = json.loads(etcdctl(third, "member list --write-out=json"))["members"]
+    assert sorted(m["name"] for m in members) == sorted(cluster["hosts"])
+    for host in cluster["hosts"]:
+        assert healthy(host) and get(host, "/pymotor/test/key") == "during-failure"
+    assert simctl.host_exec(first, inspect_start)[1] == started  # the member that stayed was never restarted
+    assert recap_changed(playbook("etcd.yml", inventory)) == 0

@@ -263,6 +263,17 @@ def precheck():
     return FILTERS["motor_precheck"](plan, list(hostvars), hostvars, defaults)
 
 
+def etcd_probes(live_names, target):
+    """A one-member cluster (ctl-01) growing to three, as the probes of the motor_etcd role read it."""
+    urls = {h: f"192.0.2.1{h[-1]}" for h in target}
+    members = [{"ID": 100 + i, "name": h, "peerURLs": [f"https://{urls[h]}:2380"], "clientURLs": [f"https://{urls[h]}:2379"]}
+               for i, h in enumerate(live_names)]
+    health = [{"endpoint": f"https://{urls[h]}:2379", "health": True} for h in live_names]
+    return {h: {"data": h in live_names, "peer_url": f"https://{urls[h]}:2380",
+                "members": json.dumps({"header": {"member_id": 100 + live_names.index(h)}, "members": members})
+                if h in live_names else "", "health": json.dumps(health) if h in live_names else ""} for h in target}
+
+
 # The input each sample was produced from: the seed config, its plan on the example inventory, a healthy
 # verify, a scale-in from 2 to 1 prefill instances.
 REAL_OUTPUT = {
@@ -313,6 +324,8 @@ REAL_OUTPUT = {
     "motor_ops_readiness_url": lambda: FILTERS["motor_ops_readiness_url"](
         own_files(standby_plan()[0], "")["mindie-motor-controller-2"]["motor_probe.json"]),
     "motor_ops_ha_status": ha_status_output,
+    "motor_etcd_member_plan": lambda: FILTERS["motor_etcd_member_plan"](
+        etcd_probes(["ctl-01"], ["ctl-01", "ctl-02", "ctl-03"]), ["ctl-01", "ctl-02", "ctl-03"]),
     "motor_ops_status_table": lambda: FILTERS["motor_ops_status_table"](status_rows()),
     "motor_ops_status_conductor": lambda: FILTERS["motor_ops_status_conductor"]([
         {"role": "kv_conductor", "ip": "192.0.2.10", "ports": "13333"}]),
