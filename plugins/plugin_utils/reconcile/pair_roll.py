@@ -95,11 +95,11 @@ def handover(plan: dict, role: str) -> dict | None:
     if key == DEFAULT_LOCK_KEY:
         key = "/coordinator" + key
     names = {r["container"] for r in replicas}
-    fronts = [f for f in frontends(plan) if {n for n, _ in f["servers"]} & names]
+    served = [(f["name"], {server[0] for server in f["servers"]}) for f in frontends(plan)]
     return {
         "lock_key": "/locks/%s/%s%s" % (env.get("POD_NAMESPACE", ""), env.get("JOB_NAME") or first["job_name"], key),
         "etcd_endpoint": "https://127.0.0.1:%d" % int(plan["standby"]["etcd"]["port"]),
         "haproxy": {"hosts": vip_hosts(plan), "container": haproxy_name(plan["job_id"]), "socket": ADMIN_SOCKET},
         "infer_backend": INFER_FRONTEND,
-        "backends": {name: [f["name"] for f in fronts if name in {n for n, _ in f["servers"]}] for name in sorted(names)},
+        "backends": {name: [front for front, servers in served if name in servers] for name in sorted(names)},
     }
