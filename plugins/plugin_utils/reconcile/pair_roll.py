@@ -12,6 +12,7 @@ master cleanly - upstream's standby thread releases the etcd lock when it stops
 after the lock's TTL - wait until the role is ready through the VIP, then recreate the old master, which comes back
 as standby. The engines keep running: their node managers and the coordinator reach the new master through the VIP
 as after a failover, so an image change of a replicated role does not restart its dependents (``dependency_digest``).
+The coordinator's master hands over before its stop (``handover``): a plain stop would leave no inference server.
 """
 
 from __future__ import annotations
