@@ -107,6 +107,10 @@ def readiness_checks(plan: dict, timeouts: dict, skip: frozenset = frozenset()) 
                ["coordinator", "controller", "prefill", "decode", "union", SINGLE_ROLE],
                host=(plan.get("coordinator") or {}).get("host")),
     ]
+    if plan.get("standby"):  # HAProxy sends chat only to a master whose /readiness says "ready": true (plan/vip.py),
+        # twice 1 s apart: until then the VIP's inference port closes connections without an answer
+        checks.append(_check("the coordinator's inference port answers through the VIP", "answers",
+                             targets["inference"], timeouts["ready"], ["coordinator", "controller"]))
     checks += engine_checks(plan, targets, timeouts,
                             [c["name"] for c in plan.get("containers") or [] if c["name"] not in skip] if skip else None)
     if tracks_ranks(plan):
