@@ -13,7 +13,7 @@ from pathlib import Path
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONTAINER_LABEL, HASH_LABEL, PARTS_LABEL
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import pair_work
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import pair_work, readiness_checks
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, spec_digest
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.pair_roll import PAIR_REASON, handover, pair_targets
@@ -162,3 +162,14 @@ def test_a_users_own_lock_key_and_namespace_make_the_handovers_key():
             container["env"]["POD_NAMESPACE"] = "ns"
     assert handover(plan, "coordinator")["lock_key"] == "/locks/ns/mindie-motor-coordinator/my_lock"
     assert handover(plan, "controller") is None
+
+
+def test_a_deploy_waits_until_the_vips_inference_port_answers():
+    # HAProxy sends chat only to a master that says "ready": true: the deploy ends once the VIP's inference port answers
+    plan = standby_plan()
+    checks = readiness_checks(plan, {"ready": 60, "port": 30})
+    infer = [c for c in checks if c["name"] == "the coordinator's inference port answers through the VIP"]
+    assert [(c["until"], c["url"]) for c in infer] == [
+        ("answers", f"http://{VIP}:{plan['coordinator']['infer_port']}/v1/chat/completions")]
+    plan.pop("standby")
+    assert not [c for c in readiness_checks(plan, {"ready": 60, "port": 30}) if "through the VIP" in c["name"]]
