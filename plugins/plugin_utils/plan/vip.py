@@ -32,10 +32,21 @@ HAPROXY_CFG = "/etc/haproxy/haproxy.cfg"
 # the io.pymotor.job label of a job's keepalived and HAProxy: not the job's own, whose containers the deploy's
 # reconcile owns (a container of the job's label that is not in the plan is removed as a stray)
 VIP_JOB_SUFFIX = "-vip"
+# HAProxy's runtime API (admin: a pair move drains a leaving replica, pair_roll.handover) in the container's own
+# /dev/shm, mode 600: reachable only through `docker exec`, nothing listens on a port for it
+ADMIN_SOCKET = "/dev/shm/haproxy-admin.sock"
+# the coordinator's inference frontend: checked for "ready": true, not the status alone - a master without its
+# instances yet answers 200 with "ready": false (management_server.py:208-235) and would answer chat with 503
+INFER_FRONTEND = "coordinator_infer"
+INFER_READY = r'"\"ready\": ?true"'
 
 
 def vip_job_id(job_id: str) -> str:
     return str(job_id) + VIP_JOB_SUFFIX
+
+
+def haproxy_name(job_id: str) -> str:
+    return f"{job_id}-haproxy"
 
 
 def router_id(job_id: str) -> int:
@@ -80,6 +91,7 @@ def haproxy_config(plan: dict, monitor_port: int = MONITOR_PORT, host: str | Non
         "    log stdout format raw local0 info",
         # each connection takes two descriptors: 8000 fits Docker's usual nofile limit without raising it
         "    maxconn 8000",
+        f"    stats socket {ADMIN_SOCKET} mode 600 level admin",
         "defaults",
         "    mode tcp",
         "    log global",
@@ -108,6 +120,7 @@ def haproxy_config(plan: dict, monitor_port: int = MONITOR_PORT, host: str | Non
             # transparent: IP_FREEBIND, the VIP bound on the host that does not hold it (no ip_nonlocal_bind sysctl)
             f"    bind {vip}:{front['port']} transparent",
             "    option httpchk GET /readiness",
+            f"    http-check expect rstring {INFER_READY}" if front["name"] == INFER_FRONTEND else
             "    http-check expect status 200",
         ]
         lines += [f"    server {name} {url_host(ip)}:{front['port']} {CHECK} port {front['check_port']}"
@@ -189,7 +202,7 @@ def vip_containers(plan: dict, host: str, image: str, config_dir: str) -> list[d
              command=["keepalived", "--dont-fork", "--log-console", "--vrrp", "--use-file", KEEPALIVED_CONF,
                       "--pid", "/dev/shm/keepalived.pid", "--vrrp_pid", "/dev/shm/vrrp.pid"],
              volumes=[f"{config_dir}/keepalived.conf:{KEEPALIVED_CONF}:ro"]),
-        dict(common, name=f"{job}-haproxy", cap_add=[],
+        dict(common, name=haproxy_name(job), cap_add=[],
              command=["haproxy", "-W", "-db", "-f", HAPROXY_CFG],
              volumes=[f"{config_dir}/haproxy.cfg:{HAPROXY_CFG}:ro"]),
     ]

@@ -45,7 +45,8 @@ from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.degraded 
     without_hosts,
 )
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile, tier_steps
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.pair_roll import PAIR_STOP_TIMEOUT_S, pair_targets
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.pair_roll import PAIR_STOP_TIMEOUT_S, handover, \
+    pair_targets
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import fold_files, hash_parts, runtime_settings
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.labels import container_name
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.precheck import judge_hosts
@@ -106,6 +107,10 @@ def readiness_checks(plan: dict, timeouts: dict, skip: frozenset = frozenset()) 
                ["coordinator", "controller", "prefill", "decode", "union", SINGLE_ROLE],
                host=(plan.get("coordinator") or {}).get("host")),
     ]
+    if plan.get("standby"):  # HAProxy sends chat only to a master whose /readiness says "ready": true (plan/vip.py),
+        # twice 1 s apart: until then the VIP's inference port closes connections without an answer
+        checks.append(_check("the coordinator's inference port answers through the VIP", "answers",
+                             targets["inference"], timeouts["ready"], ["coordinator", "controller"]))
     checks += engine_checks(plan, targets, timeouts,
                             [c["name"] for c in plan.get("containers") or [] if c["name"] not in skip] if skip else None)
     if tracks_ranks(plan):
@@ -330,7 +335,7 @@ def pair_work(plan: dict, result: dict, judged: dict, timeouts: dict) -> list:
                             [role, "controller"])]
             after += routes_checks(plan, timeouts["ready"], None, "the new coordinator master routes every instance")
         out.append({"role": role, "replicas": replicas, "stop_timeout": PAIR_STOP_TIMEOUT_S, "after": after,
-                    "vip_readiness": targets[role]["url"]})
+                    "vip_readiness": targets[role]["url"], "handover": handover(plan, role)})
     return out
 
 

@@ -12,6 +12,7 @@ master cleanly - upstream's standby thread releases the etcd lock when it stops
 after the lock's TTL - wait until the role is ready through the VIP, then recreate the old master, which comes back
 as standby. The engines keep running: their node managers and the coordinator reach the new master through the VIP
 as after a failover, so an image change of a replicated role does not restart its dependents (``dependency_digest``).
+The coordinator's master hands over before its stop (``handover``): a plain stop would leave no inference server.
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from __future__ import annotations
 import hashlib
 
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import target
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.vip import ADMIN_SOCKET, INFER_FRONTEND, frontends, \
+    haproxy_name, vip_hosts
 
 PAIR_REASON = "moves as a pair: standby first, then the master"
 # upstream's standby loop sleeps master_standby_check_interval (5 s, motor/config/standby.py) before it sees the stop
 # and releases the lock (standby_manager.py:182-188): the master needs that long after SIGTERM, plus its modules' stop
 PAIR_STOP_TIMEOUT_S = 30
+# upstream's default lock key and the coordinator's own (motor/config/standby.py, motor/config/coordinator.py:353-357)
+DEFAULT_LOCK_KEY = "/master_lock"
 
 
 def replica_names(plan: dict) -> dict:
@@ -65,3 +70,37 @@ def pair_targets(plan: dict, role: str) -> list:
              "readiness": target(replica["ip"], port, "/readiness")["url"],
              "liveness": target(replica["ip"], port, "/liveness")["url"]}
             for replica in ((plan.get("standby") or {}).get("replicas") or {}).get(role) or []]
+
+
+def handover(plan: dict, role: str) -> dict | None:
+    """How the coordinator's pair hands over without a gap (docs/ha.md "Rolls and heals"), None for other roles.
+
+    Upstream's coordinator stops inference before it frees the lock on SIGTERM and a standby starts inference only
+    once it holds the lock (coordinator_daemon.py:128-149), so a plain stop leaves no replica serving. Instead the
+    deploy deletes the lock's key: a master renews only its lease (``LeaseKeepAlive``, etcd_client.py:124-152), so
+    the old master stays master and keeps serving while the standby's next ``acquire_lock`` creates the key again
+    (locks.py:55-84) and it starts inference; then HAProxy drains the old master (runtime API, ``ADMIN_SOCKET``),
+    and only then is it stopped. ``lock_key``: the key in etcd (``/locks/`` + POD_NAMESPACE/JOB_NAME + the lock key,
+    locks.py:34, etcd_client.py:85-90,110); ``backends``: replica -> the HAProxy backends it serves, the inference
+    one (``infer_backend``) drained last, after the new master is ready."""
+    if role != "coordinator":
+        return None
+    replicas = ((plan.get("standby") or {}).get("replicas") or {}).get(role) or []
+    by_name = {c["name"]: c for c in plan.get("containers") or []}
+    first = by_name.get(replicas[0]["container"]) if replicas else None
+    if not first:
+        return None
+    env = first.get("env") or {}
+    section = (first.get("user_config") or {}).get("motor_coordinator_config") or {}
+    key = (section.get("standby_config") or {}).get("master_lock_key") or DEFAULT_LOCK_KEY
+    if key == DEFAULT_LOCK_KEY:
+        key = "/coordinator" + key
+    names = {r["container"] for r in replicas}
+    served = [(f["name"], {server[0] for server in f["servers"]}) for f in frontends(plan)]
+    return {
+        "lock_key": "/locks/%s/%s%s" % (env.get("POD_NAMESPACE", ""), env.get("JOB_NAME") or first["job_name"], key),
+        "etcd_endpoint": "https://127.0.0.1:%d" % int(plan["standby"]["etcd"]["port"]),
+        "haproxy": {"hosts": vip_hosts(plan), "container": haproxy_name(plan["job_id"]), "socket": ADMIN_SOCKET},
+        "infer_backend": INFER_FRONTEND,
+        "backends": {name: [front for front, servers in served if name in servers] for name in sorted(names)},
+    }

@@ -13,10 +13,10 @@ from pathlib import Path
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.contract import CONTAINER_LABEL, HASH_LABEL, PARTS_LABEL
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.planner import build_plan
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import pair_work
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.decide import pair_work, readiness_checks
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.diff import reconcile
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.hashes import container_hashes, spec_digest
-from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.pair_roll import PAIR_REASON, pair_targets
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.reconcile.pair_roll import PAIR_REASON, handover, pair_targets
 
 SEED = Path(__file__).resolve().parents[4] / "examples" / "seed_pd_separation"
 VIP = "10.0.0.100"
@@ -139,3 +139,37 @@ def test_pair_work_reads_each_replica_and_waits_on_the_vip():
     assert [c["until"] for c in coordinator["after"]] == ["ready", "routes"]
     assert coordinator["after"][0]["url"] == f"http://{VIP}:{mgmt}/readiness"
     assert pair_targets(plan, "coordinator")[1]["readiness"] == f"http://10.0.0.12:{mgmt}/readiness"
+    # the coordinator hands over (handover_pair.yml); the controller's move stops its master as before
+    assert controller["handover"] is None
+    handover = coordinator["handover"]
+    # locks.py:34 "/locks/" + etcd_client.py:85-90 POD_NAMESPACE/JOB_NAME + coordinator.py:353-357's key
+    assert handover["lock_key"] == "/locks//mindie-motor-coordinator/coordinator/master_lock"
+    assert handover["etcd_endpoint"] == "https://127.0.0.1:2379"
+    assert handover["haproxy"] == {"hosts": ["c1", "c2"], "container": f"{plan['job_id']}-haproxy",
+                                   "socket": "/dev/shm/haproxy-admin.sock"}
+    assert handover["infer_backend"] == "coordinator_infer"
+    for name in ("mindie-motor-coordinator", "mindie-motor-coordinator-2"):
+        backends = handover["backends"][name]
+        assert "coordinator_infer" in backends and "coordinator_mgmt" in backends
+        assert not [b for b in backends if b.startswith("controller")]
+
+
+def test_a_users_own_lock_key_and_namespace_make_the_handovers_key():
+    plan = standby_plan()
+    for container in plan["containers"]:
+        if container["role"] == "coordinator":
+            container["user_config"]["motor_coordinator_config"]["standby_config"]["master_lock_key"] = "/my_lock"
+            container["env"]["POD_NAMESPACE"] = "ns"
+    assert handover(plan, "coordinator")["lock_key"] == "/locks/ns/mindie-motor-coordinator/my_lock"
+    assert handover(plan, "controller") is None
+
+
+def test_a_deploy_waits_until_the_vips_inference_port_answers():
+    # HAProxy sends chat only to a master that says "ready": true: the deploy ends once the VIP's inference port answers
+    plan = standby_plan()
+    checks = readiness_checks(plan, {"ready": 60, "port": 30})
+    infer = [c for c in checks if c["name"] == "the coordinator's inference port answers through the VIP"]
+    assert [(c["until"], c["url"]) for c in infer] == [
+        ("answers", f"http://{VIP}:{plan['coordinator']['infer_port']}/v1/chat/completions")]
+    plan.pop("standby")
+    assert not [c for c in readiness_checks(plan, {"ready": 60, "port": 30}) if "through the VIP" in c["name"]]

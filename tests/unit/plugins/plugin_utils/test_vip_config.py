@@ -59,7 +59,10 @@ def test_every_control_port_is_a_frontend_on_the_vip_checked_on_readiness():
     for name, (port, check) in expected.items():
         lines = blocks[name]
         assert f"bind {VIP}:{port} transparent" in lines
-        assert "option httpchk GET /readiness" in lines and "http-check expect status 200" in lines
+        # the inference frontend wants "ready": true (a master without its instances answers chat with 503)
+        expect = 'http-check expect rstring "\\"ready\\": ?true"' if name == "coordinator_infer" else \
+            "http-check expect status 200"
+        assert "option httpchk GET /readiness" in lines and expect in lines
         role = name.split("_", maxsplit=1)[0]
         assert [x for x in lines if x.startswith("server ")] == [
             f"server job-{role} 10.0.1.1:{port} check inter 1s fall 2 rise 2 port {check}",
