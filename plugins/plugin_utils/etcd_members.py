@@ -17,6 +17,11 @@ def _quorum(size: int) -> int:
     return size // 2 + 1
 
 
+def _hex_id(member_id) -> str:
+    """A member's ID as ``etcdctl member remove`` takes it (member list's JSON gives it in decimal)."""
+    return format(int(member_id or 0), "x")
+
+
 def _healthy_urls(health) -> set:
     """The client URLs ``etcdctl endpoint health --cluster -w json`` found healthy."""
     return {row.get("endpoint") for row in health or [] if isinstance(row, dict) and row.get("health") is True}
@@ -75,7 +80,7 @@ def member_plan(target, peer_urls, probes):
         started = any(u in healthy for u in m.get("clientURLs") or [])
         cluster.append([name or "", urls[0] if urls else "", started, m.get("ID")])
         if name not in target:
-            remove.append({"name": name or plan["live"][len(cluster) - 1], "id": format(int(m.get("ID") or 0), "x"),
+            remove.append({"name": name or plan["live"][len(cluster) - 1], "id": _hex_id(m.get("ID")),
                            "healthy": started})
         elif name in named and peer_urls.get(name) and peer_urls[name] not in urls:
             return dict(plan, action="refuse", problem=(
@@ -103,7 +108,7 @@ def member_plan(target, peer_urls, probes):
         size, up = len(cluster), sum(1 for r in cluster if r[2])
         if up < _quorum(size):
             return refuse(f"removing {gone['name']}", f"need a majority ({_quorum(size)} of {size}) up, {up} are")
-        cluster = [r for r in cluster if format(int(r[3] or 0), "x") != gone["id"]]
+        cluster = [r for r in cluster if _hex_id(r[3]) != gone["id"]]
         up_after = sum(1 for r in cluster if r[2])
         if up_after < _quorum(len(cluster)):
             return refuse(f"removing {gone['name']}",

@@ -97,10 +97,22 @@ def handover(plan: dict, role: str) -> dict | None:
         key = "/coordinator" + key
     names = {r["container"] for r in replicas}
     served = [(f["name"], {server[0] for server in f["servers"]}) for f in frontends(plan)]
+    backends = {name: [front for front, servers in served if name in servers] for name in sorted(names)}
+    others = {name: [b for b in fronts if b != INFER_FRONTEND] for name, fronts in backends.items()}
     return {
         "lock_key": "/locks/%s/%s%s" % (env.get("POD_NAMESPACE", ""), env.get("JOB_NAME") or first["job_name"], key),
         "etcd_endpoint": "https://127.0.0.1:%d" % int(plan["standby"]["etcd"]["port"]),
         "haproxy": {"hosts": vip_hosts(plan), "container": haproxy_name(plan["job_id"]), "socket": ADMIN_SOCKET},
         "infer_backend": INFER_FRONTEND,
-        "backends": {name: [front for front, servers in served if name in servers] for name in sorted(names)},
+        "backends": backends,
+        # HAProxy runtime API lines per replica: drained from the other ports first, from inference once the new master
+        # is up there, given back (state ready) after the move
+        "commands": {name: {"drain": server_state(others[name], name, "drain"),
+                            "drain_infer": server_state([INFER_FRONTEND], name, "drain"),
+                            "undrain": server_state(backends[name], name, "ready")} for name in backends},
     }
+
+
+def server_state(backends: list, server: str, state: str) -> str:
+    """One HAProxy runtime API line that sets ``server`` to ``state`` in each of ``backends``."""
+    return "; ".join("set server %s/%s state %s" % (backend, server, state) for backend in backends)

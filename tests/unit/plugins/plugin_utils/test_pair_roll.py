@@ -152,6 +152,12 @@ def test_pair_work_reads_each_replica_and_waits_on_the_vip():
         backends = handover["backends"][name]
         assert "coordinator_infer" in backends and "coordinator_mgmt" in backends
         assert not [b for b in backends if b.startswith("controller")]
+        # HAProxy runtime API lines: the other ports drained first, inference last, every backend given back after
+        commands = handover["commands"][name]
+        others = [b for b in backends if b != "coordinator_infer"]
+        assert commands["drain"] == "; ".join(f"set server {b}/{name} state drain" for b in others)
+        assert commands["drain_infer"] == f"set server coordinator_infer/{name} state drain"
+        assert commands["undrain"] == "; ".join(f"set server {b}/{name} state ready" for b in backends)
 
 
 def test_a_users_own_lock_key_and_namespace_make_the_handovers_key():
