@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# `make test` after venv and images: every test part, on MOTOR_TEST_LANES workers (default 3) that take the parts from
+# `make test` after the venv: every test part, on MOTOR_TEST_LANES workers (default 3) that take the parts from
 # one queue, longest first (the expected seconds below are the measured ones of tests/README.md), so that no worker
 # idles while another still has a long queue (CI has 90 minutes on 2 cores). The suite is bound by CPU: clean-clone
 # runs kept the machine 92-93% busy (6,005 CPU s in 3,243 s; with master/standby's upgrade and healer tests, 6,762 CPU s
 # in 3,662 s), about a third of it in the simulated hosts' containers and a third in the kernel, so a cut must lower
-# CPU seconds. The one-time builds run once, first, as two parts: `make
+# CPU seconds. The machine's set-up (`make images tools`: base image, Debian tools) is the first part, with lint and
+# sanity beside it; then the one-time builds run once, as two parts: `make
 # prebuild-sim` (simulated host image, stand-in image) and `make prebuild-conformance` (conformance image, real
 # conductor; each cached by content). A part names the builds it needs and a worker takes the first part in the queue
 # whose builds are done, so unit, lint and sanity, then the simulated-host parts, run while the conformance images
@@ -14,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# part | expected seconds (tests/README.md, measured) | builds it needs (sim, conformance, or -) | command
+# part | expected seconds (tests/README.md, measured) | builds it needs (setup, sim, conformance, or -) | command
 # Integration and conformance run as one part per module (or group of short modules): each module brings up its
 # own simulated cluster, so nothing is shared across parts that a split would pay twice.
 parts=(
@@ -38,7 +39,7 @@ parts=(
   "molecule-pd_hybrid|191|sim|make --no-print-directory molecule SCENARIOS=pd_hybrid"
   "molecule-image_build|372|sim|make --no-print-directory molecule SCENARIOS=image_build"
   "fleet-faults|187|sim|make --no-print-directory fleet-faults"
-  "unit|213|-|make --no-print-directory unit"
+  "unit|213|setup|make --no-print-directory unit"
   "sanity|155|-|make --no-print-directory sanity"
   "lint|90|-|make --no-print-directory lint"
 )
@@ -82,9 +83,13 @@ workers=${MOTOR_TEST_LANES:-3}
 # taken whose builds are done; it waits while every part left still waits for a build.
 queue=$logs/.queue
 {
+  # the machine's set-up first (the debootstrap base image, Debian's promtool and chromium: on a new machine mostly
+  # downloads, minutes), as a part that lint and sanity, which need neither, run beside instead of after
+  printf '%s\n' "${parts[@]}" | awk -F'|' '$3 != "-"' | grep -q . &&
+    echo "prebuild-setup|120|-|make --no-print-directory images tools" && touch "$logs/.pending-setup"
   for build in sim conformance; do
     printf '%s\n' "${parts[@]}" | awk -F'|' -v b="$build" '$3 ~ b' | grep -q . &&
-      echo "prebuild-$build|300|-|make --no-print-directory prebuild-$build" && touch "$logs/.pending-$build"
+      echo "prebuild-$build|300|setup|make --no-print-directory prebuild-$build" && touch "$logs/.pending-$build"
   done
   printf '%s\n' "${parts[@]}" | sort -t'|' -k2,2nr
 } >"$queue"

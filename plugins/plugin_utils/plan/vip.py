@@ -56,8 +56,12 @@ def router_id(job_id: str) -> int:
 
 
 def frontends(plan: dict) -> list[dict]:
-    """One HAProxy frontend per port of a replicated role: {name, port, check_port, servers: [(container, ip)]}.
-    The coordinator's ports are checked on its management port, where ``/readiness`` is."""
+    """One HAProxy frontend per port of a replicated role: {name, port, check_port, track, servers: [(container,
+    ip)]}. The coordinator's ports are checked on its management port, where ``/readiness`` is. ``track`` names the
+    frontend whose check a frontend's servers follow (HAProxy ``track``), None when they are checked themselves: each
+    replica is checked once per answer that counts (the controller's API; the coordinator's inference, which wants
+    "ready": true, and its management port), not once per port, so HAProxy does not ask the control plane's
+    ``/readiness`` several times a second for the same answer."""
     standby = plan.get("standby") or {}
     out = []
     for role in standby.get("roles") or []:
@@ -65,18 +69,19 @@ def frontends(plan: dict) -> list[dict]:
         if role == "controller":
             api = plan["controller"]["api_port"]
             ports = [("controller_api", api), ("controller_obs", plan["controller"]["obs_port"])]
-            check = api
+            check, checked = api, ("controller_api",)
         else:
             coord = plan["coordinator"]
-            check = coord["mgmt_port"]
-            ports = [("coordinator_infer", coord["infer_port"]), ("coordinator_mgmt", check),
+            check, checked = coord["mgmt_port"], (INFER_FRONTEND, "coordinator_mgmt")
+            ports = [(INFER_FRONTEND, coord["infer_port"]), ("coordinator_mgmt", check),
                      ("coordinator_obs", coord["obs_port"])]
             replica = next(c for c in plan["containers"] if c["name"] == servers[0][0])
             base = coord.get("metaserver_base_port") or 0
             # the workers' metaserver ports (engines reach them on COORDINATOR_SERVICE)
             ports += [(f"coordinator_metaserver_{p - base}", p) for p in replica["ports"]
                       if base and p >= base and p not in (coord["infer_port"], check, coord["obs_port"])]
-        out += [{"name": name, "port": port, "check_port": check, "servers": servers} for name, port in ports if port]
+        out += [{"name": name, "port": port, "check_port": check, "servers": servers,
+                 "track": None if name in checked else checked[-1]} for name, port in ports if port]
     return out
 
 
@@ -115,10 +120,13 @@ def haproxy_config(plan: dict, monitor_port: int = MONITOR_PORT, host: str | Non
             "    http-request deny",
         ]
     for front in frontends(plan):
+        # transparent: IP_FREEBIND, the VIP bound on the host that does not hold it (no ip_nonlocal_bind sysctl)
+        lines += [f"listen {front['name']}", f"    bind {vip}:{front['port']} transparent"]
+        if front["track"]:
+            lines += [f"    server {name} {url_host(ip)}:{front['port']} track {front['track']}/{name}"
+                      for name, ip in front["servers"]]
+            continue
         lines += [
-            f"listen {front['name']}",
-            # transparent: IP_FREEBIND, the VIP bound on the host that does not hold it (no ip_nonlocal_bind sysctl)
-            f"    bind {vip}:{front['port']} transparent",
             "    option httpchk GET /readiness",
             f"    http-check expect rstring {INFER_READY}" if front["name"] == INFER_FRONTEND else
             "    http-check expect status 200",

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 from ansible_collections.pymotor.ascend.plugins.action.motor_bench import bench_targets
 from ansible_collections.pymotor.ascend.plugins.action.motor_wait import ActionModule
+from ansible_collections.pymotor.ascend.plugins.plugin_utils import probe
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.config.normalize import normalize
 from ansible_collections.pymotor.ascend.plugins.plugin_utils.operations.targets import (
     CONTROLLER_TLS_VARS,
@@ -199,3 +200,14 @@ def test_the_deploy_names_a_tls_file_the_controller_lacks_before_anything_change
     for c in plain["containers"]:
         c["user_config"]["motor_deploy_config"]["tls_config"] = {}
     assert controller_tls_problems(plain, {}) == []  # TLS off: nothing to open
+
+
+def test_the_health_check_probe_answers_over_mutual_tls_with_the_encrypted_key(pki):
+    """probe.py (Docker's health check, raw socket and ``ssl`` only for https): 200 over mutual TLS with the
+    password file, the host name checked against the certificate; a path that answers 404 is not alive."""
+    tls = {"ca_file": pki["motor_tls_ca_file"], "cert_file": pki["motor_tls_cert_file"],
+           "key_file": pki["motor_tls_key_file"], "passwd_file": pki["motor_tls_passwd_file"], "check_hostname": True}
+    with mutual_tls_server(pki) as (base, seen):
+        assert probe.alive({"url": base + "/liveness", "tls": tls}, 3) is True
+        assert probe.alive({"url": base + "/liveness", "tls": dict(tls, cert_file="")}, 3) is False  # no client cert
+    assert seen == [("GET", "/liveness", True)]

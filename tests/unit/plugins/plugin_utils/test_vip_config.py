@@ -56,19 +56,30 @@ def test_every_control_port_is_a_frontend_on_the_vip_checked_on_readiness():
                 "coordinator_infer": (coord["infer_port"], coord["mgmt_port"]),
                 "coordinator_mgmt": (coord["mgmt_port"], coord["mgmt_port"]),
                 "coordinator_obs": (coord["obs_port"], coord["mgmt_port"])}
+    # checked once per answer that counts: the other ports of a replica follow its check (HAProxy track)
+    tracks = {"controller_obs": "controller_api", "coordinator_obs": "coordinator_mgmt"}
     for name, (port, check) in expected.items():
         lines = blocks[name]
         assert f"bind {VIP}:{port} transparent" in lines
+        role = name.split("_", maxsplit=1)[0]
+        servers = [x for x in lines if x.startswith("server ")]
+        if name in tracks:
+            assert servers == [f"server job-{role} 10.0.1.1:{port} track {tracks[name]}/job-{role}",
+                               f"server job-{role}-2 10.0.1.2:{port} track {tracks[name]}/job-{role}-2"]
+            assert not [x for x in lines if "check" in x]
+            continue
         # the inference frontend wants "ready": true (a master without its instances answers chat with 503)
         expect = 'http-check expect rstring "\\"ready\\": ?true"' if name == "coordinator_infer" else \
             "http-check expect status 200"
         assert "option httpchk GET /readiness" in lines and expect in lines
-        role = name.split("_", maxsplit=1)[0]
-        assert [x for x in lines if x.startswith("server ")] == [
-            f"server job-{role} 10.0.1.1:{port} check inter 1s fall 2 rise 2 port {check}",
-            f"server job-{role}-2 10.0.1.2:{port} check inter 1s fall 2 rise 2 port {check}"]
+        assert servers == [f"server job-{role} 10.0.1.1:{port} check inter 1s fall 2 rise 2 port {check}",
+                           f"server job-{role}-2 10.0.1.2:{port} check inter 1s fall 2 rise 2 port {check}"]
     metaserver = sorted(n for n in blocks if n.startswith("coordinator_metaserver_"))
     assert metaserver and all(f"bind {VIP}:" in blocks[n][0] for n in metaserver)
+    assert all(line.endswith("track coordinator_mgmt/" + line.split()[1]) for n in metaserver
+               for line in blocks[n] if line.startswith("server "))
+    # 3 checks per replica pair, however many ports: the control plane's /readiness is not asked once per port
+    assert haproxy_config(plan).count(" check inter ") == 6
     # nothing else listens wider than the VIP; HAProxy's own liveness is on loopback only
     binds = re.findall(r"^\s+bind (\S+)", haproxy_config(plan), re.M)
     assert all(b.startswith(VIP + ":") for b in binds if not b.startswith("127.0.0.1:")), binds
