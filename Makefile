@@ -111,7 +111,7 @@ prebuild-conformance: venv images
 	  $(BIN)/python tests/conformance/build_image.py && $(BIN)/python tests/conformance/conductor_image.py; fi
 
 # Every part on three workers that take them longest first (scripts/run_tests.sh); MOTOR_TEST_LANES=1: one by one.
-# (images and tools are its first part, scripts/run_tests.sh: lint and sanity run beside their downloads)
+# (images and tools run first, in scripts/run_tests.sh: lint and sanity run beside their downloads)
 test: venv
 	bash scripts/run_tests.sh
 	@echo "make test: all parts passed"

@@ -4,8 +4,8 @@
 # idles while another still has a long queue (CI has 90 minutes on 2 cores). The suite is bound by CPU: clean-clone
 # runs kept the machine 92-93% busy (6,005 CPU s in 3,243 s; with master/standby's upgrade and healer tests, 6,762 CPU s
 # in 3,662 s), about a third of it in the simulated hosts' containers and a third in the kernel, so a cut must lower
-# CPU seconds. The machine's set-up (`make images tools`: base image, Debian tools) is the first part, with lint and
-# sanity beside it; then the one-time builds run once, as two parts: `make
+# CPU seconds. The machine's set-up (`make images tools`: base image, Debian tools) runs first, beside the workers,
+# which start with lint and sanity while it downloads; then the one-time builds run once, as two parts: `make
 # prebuild-sim` (simulated host image, stand-in image) and `make prebuild-conformance` (conformance image, real
 # conductor; each cached by content). A part names the builds it needs and a worker takes the first part in the queue
 # whose builds are done, so unit, lint and sanity, then the simulated-host parts, run while the conformance images
@@ -82,11 +82,15 @@ workers=${MOTOR_TEST_LANES:-3}
 # The queue: the builds first, then every part longest first. A worker takes, under a lock, the first part not yet
 # taken whose builds are done; it waits while every part left still waits for a build.
 queue=$logs/.queue
+# The machine's set-up (the debootstrap base image, Debian's promtool and chromium: on a new machine mostly downloads,
+# minutes) runs beside the workers, not on one, when a part needs it: lint and sanity, which need neither, start at
+# once; every other part waits for it (the prebuilds, unit: needs "setup").
+setup=0
+if printf '%s\n' "${parts[@]}" | awk -F'|' '$3 != "-"' | grep -q .; then
+  setup=1
+  touch "$logs/.pending-setup"
+fi
 {
-  # the machine's set-up first (the debootstrap base image, Debian's promtool and chromium: on a new machine mostly
-  # downloads, minutes), as a part that lint and sanity, which need neither, run beside instead of after
-  printf '%s\n' "${parts[@]}" | awk -F'|' '$3 != "-"' | grep -q . &&
-    echo "prebuild-setup|120|-|make --no-print-directory images tools" && touch "$logs/.pending-setup"
   for build in sim conformance; do
     printf '%s\n' "${parts[@]}" | awk -F'|' -v b="$build" '$3 ~ b' | grep -q . &&
       echo "prebuild-$build|300|setup|make --no-print-directory prebuild-$build" && touch "$logs/.pending-$build"
@@ -105,6 +109,9 @@ take() {  # print the next part a worker may run; nothing when none is left
       exec 9>"$logs/.lock"
       flock 9
       n=0 left=0
+      # the builds still pending, read once: a build that ends during the scan must not let a later part in the
+      # queue (unit) go before an earlier one that waited for the same build (a prebuild)
+      pending=" $(cd "$logs" && for f in .pending-*; do [ -e "$f" ] && printf '%s ' "${f#.pending-}"; done) "
       while IFS= read -r candidate; do
         n=$((n + 1))
         grep -qx "$n" "$taken" && continue
@@ -112,7 +119,7 @@ take() {  # print the next part a worker may run; nothing when none is left
         IFS='|' read -r _ _ needs _ <<<"$candidate"
         ready=1
         for need in ${needs//,/ }; do
-          [ "$need" = - ] || [ ! -e "$logs/.pending-$need" ] || ready=0
+          [ "$need" = - ] || [[ "$pending" != *" $need "* ]] || ready=0
         done
         if [ "$ready" = 1 ]; then
           echo "$n" >>"$taken"
@@ -176,6 +183,12 @@ worker() {
 tests_start=$SECONDS
 echo "[test] $(wc -l <"$queue") parts on $workers workers, longest first; each part's log in $logs/<part>.log"
 pids=()
+if [ "$setup" = 1 ]; then
+  run_part prebuild-setup "make --no-print-directory images tools" - &
+  pids+=("$!")
+  # a machine set up already takes a few seconds: the workers then start with the prebuilds, as before
+  for _ in $(seq 40); do [ -e "$logs/.pending-setup" ] || break; sleep 0.5; done
+fi
 for _ in $(seq 1 "$workers"); do
   worker &
   pids+=("$!")
@@ -190,8 +203,9 @@ for failed in $(awk -F'|' '$2 == "FAILED" {print $1}' "$status_file"); do
   grep -E '^(FAILED|ERROR) ' "$logs/$failed.log" | cut -c1-400 | head -8 | grep . || tail -n 5 "$logs/$failed.log"
 done
 ended=$(wc -l <"$status_file" 2>/dev/null || echo 0)
-if [ "$ended" -ne "$(wc -l <"$queue")" ]; then  # a worker that died must not pass for a part that passed
-  echo "[test] only $ended of $(wc -l <"$queue") parts reported an end"
+expected=$(( $(wc -l <"$queue") + setup ))
+if [ "$ended" -ne "$expected" ]; then  # a worker that died must not pass for a part that passed
+  echo "[test] only $ended of $expected parts reported an end"
   exit 1
 fi
 ! grep -q '|FAILED|' "$status_file"
