@@ -19,29 +19,29 @@ cd "$(dirname "$0")/.."
 # Integration and conformance run as one part per module (or group of short modules): each module brings up its
 # own simulated cluster, so nothing is shared across parts that a split would pay twice.
 parts=(
-  "conformance-rolls|1434|sim,conformance|make --no-print-directory conformance-rolls"
-  "conformance-deploy-separation|390|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
-  "conformance-deploy-hybrid|569|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
-  "conformance-benchmark|536|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
-  "conformance-multipod|580|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
-  "conformance-standby|887|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_standby.py"
-  "conformance-smoke|54|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
-  "integration-faults|333|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
-  "integration-bad-input|139|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"
-  "integration-ops|644|sim|make --no-print-directory integration FILES='tests/integration/test_day2.py tests/integration/test_host_failure.py tests/integration/test_heal.py'"
-  "integration-hosts|238|sim|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
-  "integration-deploys|201|sim|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
-  "integration-security|174|sim|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_monitoring.py'"
-  "integration-tls|252|sim|make --no-print-directory integration FILES='tests/integration/test_verify_tls.py'"
-  "integration-etcd|453|sim|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
-  "molecule-pd_separation|416|sim|make --no-print-directory molecule SCENARIOS=pd_separation"
-  "molecule-day2|406|sim|make --no-print-directory molecule SCENARIOS=day2"
-  "molecule-pd_hybrid|191|sim|make --no-print-directory molecule SCENARIOS=pd_hybrid"
-  "molecule-image_build|372|sim|make --no-print-directory molecule SCENARIOS=image_build"
-  "fleet-faults|187|sim|make --no-print-directory fleet-faults"
-  "unit|213|setup|make --no-print-directory unit"
-  "sanity|155|-|make --no-print-directory sanity"
-  "lint|90|-|make --no-print-directory lint"
+  "conformance-rolls|1344|sim,conformance|make --no-print-directory conformance-rolls"
+  "conformance-deploy-separation|398|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_separation'"
+  "conformance-deploy-hybrid|382|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_deploy.py -k pd_hybrid'"
+  "conformance-benchmark|506|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_benchmark.py"
+  "conformance-multipod|442|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_multipod.py"
+  "conformance-standby|593|sim,conformance|make --no-print-directory conformance FILES=tests/conformance/test_standby.py"
+  "conformance-smoke|55|sim,conformance|make --no-print-directory conformance FILES='tests/conformance/test_smoke.py tests/conformance/test_conductor_build.py'"
+  "integration-faults|261|sim|make --no-print-directory integration FILES='tests/integration/test_faults.py'"
+  "integration-bad-input|89|sim|make --no-print-directory integration FILES='tests/integration/test_bad_input_deploy.py'"
+  "integration-ops|427|sim|make --no-print-directory integration FILES='tests/integration/test_day2.py tests/integration/test_host_failure.py tests/integration/test_heal.py'"
+  "integration-hosts|154|sim|make --no-print-directory integration FILES='tests/integration/test_host_healer.py tests/integration/test_host_addresses.py tests/integration/test_npu_prechecks.py tests/integration/test_sim_hosts.py'"
+  "integration-deploys|130|sim|make --no-print-directory integration FILES='tests/integration/test_standin_cluster.py tests/integration/test_parity_deploy.py tests/integration/test_startup_contract.py tests/integration/test_conductor_fixture.py'"
+  "integration-security|123|sim|make --no-print-directory integration FILES='tests/integration/test_security.py tests/integration/test_monitoring.py'"
+  "integration-tls|212|sim|make --no-print-directory integration FILES='tests/integration/test_verify_tls.py'"
+  "integration-etcd|311|sim|make --no-print-directory integration FILES='tests/integration/test_etcd.py'"
+  "molecule-pd_separation|293|sim|make --no-print-directory molecule SCENARIOS=pd_separation"
+  "molecule-day2|274|sim|make --no-print-directory molecule SCENARIOS=day2"
+  "molecule-pd_hybrid|124|sim|make --no-print-directory molecule SCENARIOS=pd_hybrid"
+  "molecule-image_build|221|sim|make --no-print-directory molecule SCENARIOS=image_build"
+  "fleet-faults|147|sim|make --no-print-directory fleet-faults"
+  "unit|146|setup|make --no-print-directory unit"
+  "sanity|118|-|make --no-print-directory sanity"
+  "lint|51|-|make --no-print-directory lint"
 )
 
 # A module no part names still runs: in a part of its own ("<suite>-other"), so a new test file is never left out.
@@ -62,7 +62,7 @@ done
 # MOTOR_TEST_DEMO=1 (.ci/run): `make demo` as one more part, asserting its KV-cache hits and torn down after, so the
 # demo a new user runs first shares the workers with the tests instead of running after all of them.
 if [ "${MOTOR_TEST_DEMO:-0}" = 1 ]; then
-  parts+=("demo|268|sim|MOTOR_DEMO_ASSERT=1 MOTOR_DEMO_TEARDOWN=1 make --no-print-directory demo")
+  parts+=("demo|235|sim|MOTOR_DEMO_ASSERT=1 MOTOR_DEMO_TEARDOWN=1 make --no-print-directory demo")
 fi
 
 # MOTOR_TEST_ONLY="unit lint ...": those parts only (names as above), for a quick run of a few.
