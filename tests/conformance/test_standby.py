@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.pymotor.ascend.plugins.plugin_utils.plan.vip import haproxy_name
 
 from conformance_cluster import containers_text, http, install_tokenizer, logs_text
 
@@ -356,6 +357,7 @@ class ChatLoad:
             self.stop.wait(max(self.pace - (time.monotonic() - begun), 0.2 if status != 200 else 0.0))
 
     def __enter__(self):
+        self.since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # for HAProxy's log (explain)
         self.thread.start()
         return self
 
@@ -364,15 +366,15 @@ class ChatLoad:
         self.stop.set()
         self.thread.join(timeout=REQUEST_TIMEOUT + 5)
 
-    def explain(self, c: Cluster, since: str) -> str:
+    def explain(self, c: Cluster) -> str:
         """The failed requests (start s, took s, status, what the client got) and HAProxy's connection log of every
-        replica host since ``since`` (tcplog: its termination state says which side ended a connection)."""
+        replica host since the load began (tcplog: its termination state says which side ended a connection)."""
         if not self.errors:
             return ""
         text = [f"failed requests (start s, took s, status, detail): {self.errors}"]
         for host in (h["name"] for h in c.controls[:2]):
-            log = simctl.host_exec(host, ["docker", "logs", "--since", since, f"{JOB}-haproxy"])[1]
-            text.append(f"--- HAProxy on {host} since {since}:\n" + "\n".join(log.splitlines()[-400:]))
+            log = simctl.host_exec(host, ["docker", "logs", "--since", self.since, haproxy_name(JOB)])[1]
+            text.append(f"--- HAProxy on {host} since {self.since}:\n" + "\n".join(log.splitlines()[-400:]))
         return "\n".join(text) + "\n"
 
     def failed(self) -> list[tuple[float, int]]:
@@ -430,7 +432,7 @@ def test_a_control_plane_image_upgrade_under_chat_moves_each_pair_standby_first(
     assert all(masters.values()), masters
     support.wait_for(lambda: chat(cluster) == 200, timeout=60, interval=1, what="chat through the VIP")
     inventory = upgrade_inventory(cluster, HA_RELEASE)
-    begun, since = time.monotonic(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    begun = time.monotonic()
     # 4 requests a second at most: the minutes of the upgrade's deploy are load, the move is sampled every 0.25 s, and
     # back to back (about 10 a second) only spent CPU seconds (the suite is bound by them)
     with ChatLoad(cluster, pace=0.25) as load:
@@ -442,7 +444,7 @@ def test_a_control_plane_image_upgrade_under_chat_moves_each_pair_standby_first(
     (evidence.parent / "conformance-standby-upgrade-deploy.log").write_text(roll.stdout)
     evidence.write_text(f"control-plane upgrade under chat: deploy {roll_s:.0f} s, {len(load.results)} requests "
                         f"(slowest {load.slowest()} s), {len(failed)} failed {failed}; masters before {masters}, after "
-                        f"{ {role: master_host(cluster, role) for role in masters} }\n{load.explain(cluster, since)}")
+                        f"{ {role: master_host(cluster, role) for role in masters} }\n{load.explain(cluster)}")
     assert roll.returncode == 0 and "all deploy end." in roll.stdout, cluster.explain()
     assert "moves as a pair" in roll.stdout and "Stop the master cleanly" in roll.stdout, roll.stdout[-4000:]
     for role in ("controller", "coordinator"):
@@ -478,7 +480,6 @@ def test_one_etcd_member_down_under_chat_fails_nothing(cluster):
     masters = {role: master_host(cluster, role) for role in ("controller", "coordinator")}
     assert all(masters.values()), masters
     support.wait_for(lambda: chat(cluster) == 200, timeout=60, interval=1, what="chat through the VIP")
-    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with ChatLoad(cluster) as load:
         time.sleep(2)
         assert simctl.host_exec(witness, ["docker", "stop", "pymotor-etcd"])[0] == 0
@@ -489,7 +490,8 @@ def test_one_etcd_member_down_under_chat_fails_nothing(cluster):
     (REPO / "tests" / "output").mkdir(parents=True, exist_ok=True)
     with (REPO / "tests" / "output" / "conformance-standby-upgrade.log").open("a") as out:
         out.write(f"etcd member of {witness} down {ETCD_DOWN_S} s under chat: {len(load.results)} requests "
-                  f"(slowest {load.slowest()} s), {len(failed)} failed {failed}; masters {masters} -> {during}\n{load.explain(cluster, since)}")
+                  f"(slowest {load.slowest()} s), {len(failed)} failed {failed}; masters {masters} -> {during}\n"
+                  f"{load.explain(cluster)}")
     assert during == masters, (masters, during)
     assert not failed, f"{len(failed)} of {len(load.results)} requests failed: {load.errors}"
     support.wait_for(lambda: etcd_healthy(witness), timeout=60, interval=2, what=f"the etcd member of {witness}")

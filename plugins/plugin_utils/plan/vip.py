@@ -69,10 +69,11 @@ def frontends(plan: dict) -> list[dict]:
         if role == "controller":
             api = plan["controller"]["api_port"]
             ports = [("controller_api", api), ("controller_obs", plan["controller"]["obs_port"])]
-            check, checked = api, ("controller_api",)
+            # checked: the frontends whose servers have their own check; the others track ``tracked``
+            check, checked, tracked = api, {"controller_api"}, "controller_api"
         else:
             coord = plan["coordinator"]
-            check, checked = coord["mgmt_port"], (INFER_FRONTEND, "coordinator_mgmt")
+            check, checked, tracked = coord["mgmt_port"], {INFER_FRONTEND, "coordinator_mgmt"}, "coordinator_mgmt"
             ports = [(INFER_FRONTEND, coord["infer_port"]), ("coordinator_mgmt", check),
                      ("coordinator_obs", coord["obs_port"])]
             replica = next(c for c in plan["containers"] if c["name"] == servers[0][0])
@@ -81,7 +82,7 @@ def frontends(plan: dict) -> list[dict]:
             ports += [(f"coordinator_metaserver_{p - base}", p) for p in replica["ports"]
                       if base and p >= base and p not in (coord["infer_port"], check, coord["obs_port"])]
         out += [{"name": name, "port": port, "check_port": check, "servers": servers,
-                 "track": None if name in checked else checked[-1]} for name, port in ports if port]
+                 "track": None if name in checked else tracked} for name, port in ports if port]
     return out
 
 
