@@ -4,11 +4,11 @@ config, on 2 simulated hosts; MOTOR_BENCH_P_INSTANCES=4: 4 prefill instances x D
 upstream KV-event ports allow one publishing pod of a DP rank per host), the first MOTOR_BENCH_REQUESTS
 (default 1000: with 500, a loaded CI machine once saw load_balance hit more than kv_cache_affinity, 0.044 against
 0.027; 1000 gave 0.025 against 0.088) requests of ../shared/traces' Mooncake trace at the trace's own rate
-(MOTOR_BENCH_TIME_SCALE, default 1.0: at 2x its rate, with the other parts loading both cores, a clean-clone run saw
-affinity hit no more than load_balance, 0.0575 against 0.0577, with the coordinator's scheduling latency at 0.7-1.9 s;
-upstream re-picks the least-loaded of its top 3 affinity candidates, and only a tie keeps the best one, so the more
-requests are in flight, the less affinity is left), load_balance vs kv_cache_affinity in one command, the job's own
-settings restored, the HTML page rendered by a real headless Chromium when one is installed. Evidence (the comparison table, the reports) in tests/output/."""
+(MOTOR_BENCH_TIME_SCALE, default 1.0: at 2x its rate, with the other parts loading both cores, a clean-clone run
+saw affinity hit no more than load_balance, 0.0575 against 0.0577, with the coordinator's scheduling latency at
+0.7-1.9 s; upstream re-picks the least-loaded of its top 3 affinity candidates, and only a tie keeps the best one,
+so the more requests are in flight, the less affinity is left), load_balance vs kv_cache_affinity in one command,
+the job's own settings restored, the HTML page rendered by a real headless Chromium when one is installed. Evidence (the comparison table, the reports) in tests/output/."""
 
 from __future__ import annotations
 
