@@ -8,7 +8,8 @@ upstream KV-event ports allow one publishing pod of a DP rank per host), the fir
 saw affinity hit no more than load_balance, 0.0575 against 0.0577, with the coordinator's scheduling latency at
 0.7-1.9 s; upstream re-picks the least-loaded of its top 3 affinity candidates, and only a tie keeps the best one,
 so the more requests are in flight, the less affinity is left), load_balance vs kv_cache_affinity in one command,
-the job's own settings restored, the HTML page rendered by a real headless Chromium when one is installed. Evidence (the comparison table, the reports) in tests/output/."""
+the job's own settings restored, the HTML page rendered by a real headless Chromium when one is installed. Evidence
+(the comparison table, the reports) in tests/output/."""
 
 from __future__ import annotations
 
