@@ -8,8 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MOTOR_BENCH_P_INSTANCES="${MOTOR_BENCH_P_INSTANCES:-4}" MOTOR_REQUIRE_DOCKER=1
-# the sweep's table in docs/development.md was measured at 2x the trace's rate (the conformance test's default is 1.0)
-export MOTOR_BENCH_TIME_SCALE="${MOTOR_BENCH_TIME_SCALE:-0.5}"
 # (the default list is assigned when the variable is empty: a "}" inside ${VAR:-...} would end the expansion)
 if [ -z "${MOTOR_BENCH_COMPARE:-}" ]; then
   MOTOR_BENCH_COMPARE='[
