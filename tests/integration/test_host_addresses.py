@@ -63,11 +63,12 @@ def run(host: str, cmd: str) -> str:
     """A read on the host; an empty answer is asked again (twice, 1 s apart): on a loaded machine a clean-clone run
     once got rc 0 and no output from ``ip -4 -o addr show`` through docker exec, where every run before had it."""
     for attempt in range(3):
+        if attempt:
+            time.sleep(1)
         rc, out = simctl.host_exec(host, cmd)
         assert rc == 0, f"{host}: {cmd}\n{out}"
-        if out.strip() or attempt == 2:
-            return out
-        time.sleep(1)
+        if out.strip():
+            break
     return out
 
 
